@@ -1,0 +1,24 @@
+//! numalab's shared vocabulary.
+//!
+//! Everything here is used by both the simulator and the Linux runtime, so the names follow
+//! the kernel's (`mm/mempolicy.c`, `mm/migrate.c`): nodes, nodemasks, policy modes, folios of a
+//! page size, migrate reasons. Nothing in this crate knows how a machine is modelled.
+
+pub mod ids;
+pub mod mempolicy;
+pub mod metrics;
+pub mod nodemask;
+pub mod page;
+pub mod sample;
+pub mod topology;
+pub mod view;
+pub mod workload;
+
+pub use ids::{CpuId, NodeId, TaskId, ThreadId};
+pub use mempolicy::{MemPolicy, MemPolicyError};
+pub use nodemask::{NodeMask, NodeMaskError};
+pub use page::PageSize;
+pub use sample::{AccessSample, DataSource};
+pub use topology::{NodeInfo, Topology, TopologyError};
+pub use view::{Action, MemoryView, PageInfo, Policy, RegionInfo, ThreadInfo};
+pub use workload::{AccessKind, AddressSpace, MapOptions, Op, ThreadProgram, ThreadSpec, Workload};

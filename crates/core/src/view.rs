@@ -1,0 +1,108 @@
+//! The interface between placement policies and whatever runs them (DESIGN.md: "the one idea").
+//!
+//! A policy sees a [`MemoryView`] (page placement, per-node traffic, samples, threads) and
+//! returns [`Action`]s. The simulator and the Linux runtime both implement the view and carry
+//! out the actions, so Carrefour, Carrefour-LP, the NUMA manager and percentage placement are
+//! written once.
+
+use crate::ids::{CpuId, NodeId, TaskId, ThreadId};
+use crate::mempolicy::MemPolicy;
+use crate::nodemask::NodeMask;
+use crate::page::PageSize;
+use crate::sample::AccessSample;
+use serde::{Deserialize, Serialize};
+
+/// Placement of the page (folio) backing one address.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PageInfo {
+    /// First address of the folio.
+    pub start: u64,
+    pub size: PageSize,
+    pub node: NodeId,
+}
+
+/// A mapped range of one task (a VMA; Müller's "region").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RegionInfo {
+    pub task: TaskId,
+    pub start: u64,
+    pub len_bytes: u64,
+    pub name: String,
+    /// The range policy (`mbind`), if any.
+    pub policy: Option<MemPolicy>,
+    /// MADV_HUGEPAGE (true), MADV_NOHUGEPAGE (false), or neither.
+    pub thp_advice: Option<bool>,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThreadInfo {
+    pub thread: ThreadId,
+    pub task: TaskId,
+    pub cpu: CpuId,
+    pub node: NodeId,
+}
+
+/// Per-thread hardware counters since the start of the run (monotonic, like perf counters).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ThreadCounters {
+    pub instructions: u64,
+    pub loads: u64,
+    pub stores: u64,
+    pub llc_misses: u64,
+    pub remote_loads: u64,
+    pub cycles: u64,
+}
+
+/// DRAM requests served per controller, split by requesting node: `served[to][from]`,
+/// cumulative since the start of the run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeTraffic {
+    pub served: Vec<Vec<u64>>,
+}
+
+pub trait MemoryView {
+    fn num_nodes(&self) -> usize;
+    /// Node distances, SLIT units.
+    fn distance(&self, from: NodeId, to: NodeId) -> u32;
+    fn now_ns(&self) -> u64;
+    /// The folio backing `addr` of `task`, or None if not populated.
+    fn page(&self, task: TaskId, addr: u64) -> Option<PageInfo>;
+    fn regions(&self) -> Vec<RegionInfo>;
+    fn threads(&self) -> Vec<ThreadInfo>;
+    fn thread_counters(&self, thread: ThreadId) -> ThreadCounters;
+    fn node_traffic(&self) -> NodeTraffic;
+    /// Samples gathered since the previous policy tick.
+    fn samples(&self) -> &[AccessSample];
+    /// Free bytes per node.
+    fn free_bytes(&self, node: NodeId) -> u64;
+}
+
+/// What a policy asks for. Ranges are `[start, start + len_bytes)` in `task`'s address space.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum Action {
+    /// Move every populated page of the range to `to` (move_pages / migrate_pages).
+    Migrate { task: TaskId, start: u64, len_bytes: u64, to: NodeId },
+    /// Spread the range's pages round robin over `nodes` (moving populated ones).
+    Interleave { task: TaskId, start: u64, len_bytes: u64, nodes: NodeMask },
+    /// Split the huge page containing `addr` into base pages, in place.
+    SplitHuge { task: TaskId, addr: u64 },
+    /// Allow (MADV_HUGEPAGE) or forbid (MADV_NOHUGEPAGE) huge pages in a range.
+    SetThpAdvice { task: TaskId, start: u64, len_bytes: u64, allow: bool },
+    /// Enable or disable huge-page allocation and khugepaged promotion for the whole machine.
+    SetThpAllocation { allocate: bool, promote: bool },
+    /// Set a range policy for future faults (mbind without MPOL_MF_MOVE).
+    SetRangePolicy { task: TaskId, start: u64, len_bytes: u64, policy: MemPolicy },
+    /// Mark the range migrate-on-next-touch.
+    MarkNextTouch { task: TaskId, start: u64, len_bytes: u64 },
+    /// Move a thread to another CPU.
+    MoveThread { thread: ThreadId, cpu: CpuId },
+}
+
+/// A placement policy that decides periodically from a memory view.
+pub trait Policy: Send {
+    fn name(&self) -> &str;
+    /// How often `tick` runs, in simulated or real nanoseconds.
+    fn period_ns(&self) -> u64;
+    fn tick(&mut self, view: &dyn MemoryView) -> Vec<Action>;
+}
