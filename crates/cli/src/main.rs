@@ -1,1 +1,178 @@
-fn main() {}
+//! The `numalab` binary: a thin layer over the library crates.
+
+mod compare;
+mod output;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "numalab", version, about = "A workbench for memory placement on NUMA and tiered-memory machines", long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Simulate a workload on a modelled machine and report NUMA metrics.
+    Sim(SimArgs),
+    /// List or describe machine descriptions (presets, TOML files, hwloc XML).
+    #[command(subcommand)]
+    Machine(MachineCmd),
+    /// List the simulator's workloads and their parameters.
+    #[command(subcommand)]
+    Workload(WorkloadCmd),
+    /// Benchmarks of numalab itself.
+    #[command(subcommand)]
+    Bench(BenchCmd),
+}
+
+#[derive(Subcommand)]
+enum MachineCmd {
+    /// List the built-in presets.
+    List,
+    /// Describe a preset, a machine TOML file or an hwloc XML file.
+    Show {
+        /// Preset id, or path to a .toml / .xml file.
+        name: String,
+        /// Print the description as JSON instead.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum WorkloadCmd {
+    /// List workloads with their keys.
+    List,
+}
+
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// Simulated memory references per second of host time, on one host thread.
+    Sim(BenchSimArgs),
+}
+
+#[derive(Args, Clone)]
+pub struct BenchSimArgs {
+    #[arg(long, default_value = "opteron6272-8n")]
+    machine: String,
+    #[arg(long, default_value = "npb-cg:class=B,niter=1")]
+    workload: String,
+    #[arg(long, default_value_t = 16)]
+    threads: usize,
+    #[arg(long, default_value = "never")]
+    thp: String,
+    /// Repetitions; the best is reported.
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+}
+
+#[derive(Args, Clone)]
+pub struct SimArgs {
+    /// Machine: a preset id (see `numalab machine list`), a .toml or an hwloc .xml file.
+    #[arg(long, short = 'm', default_value = "opteron6272-8n")]
+    pub machine: String,
+    /// Workload spec, e.g. `npb-cg:class=B,niter=1` (see `numalab workload list`).
+    #[arg(long, short = 'w', default_value = "npb-cg:class=A")]
+    pub workload: String,
+    /// Threads (default: one per CPU of the machine, or what a single-threaded workload needs).
+    #[arg(long, short = 't')]
+    pub threads: Option<usize>,
+    /// Thread pinning: none, sockorder, sockets, sequential, or a CPU list like 0-7,16.
+    #[arg(long, default_value = "none")]
+    pub pin: String,
+    /// Task memory policy: default, local, preferred:N, preferred-many:NODES, bind:NODES,
+    /// interleave:NODES, weighted-interleave:N=W,..., remote-percent:P[:NODES].
+    #[arg(long, default_value = "default")]
+    pub mempolicy: String,
+    /// Transparent huge pages: never, madvise or always.
+    #[arg(long, default_value = "never")]
+    pub thp: String,
+    /// Compare configurations side by side: comma-separated; each is `key=value` settings
+    /// joined by `+` (keys: mempolicy, thp, pin, threads, machine, workload) or a shorthand
+    /// (first-touch, interleave, thp, nothp, local). The first is the baseline.
+    #[arg(long)]
+    pub compare: Option<String>,
+    /// Write all results as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write one CSV row of metrics per configuration.
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Epoch length in simulated microseconds.
+    #[arg(long, default_value_t = 20.0)]
+    pub epoch_us: f64,
+    /// One access sample every N memory references (0 = off).
+    #[arg(long, default_value_t = 4099)]
+    pub sample_period: u64,
+    /// Host threads for --compare (default: all cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// No progress bars.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    if let Err(e) = run(cli) {
+        eprintln!("error: {e:#}");
+        std::process::exit(2);
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.cmd {
+        Cmd::Sim(a) => compare::sim(a),
+        Cmd::Machine(MachineCmd::List) => {
+            let ms: Vec<_> = numalab_machine::preset_ids().into_iter().filter_map(numalab_machine::preset).collect();
+            print!("{}", numalab_machine::show::list_table(&ms));
+            Ok(())
+        }
+        Cmd::Machine(MachineCmd::Show { name, json }) => {
+            let m = numalab_machine::load(&name)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&m)?);
+            } else {
+                print!("{}", numalab_machine::show::summary(&m));
+            }
+            Ok(())
+        }
+        Cmd::Workload(WorkloadCmd::List) => {
+            for (name, desc) in numalab_workloads::list() {
+                println!("{name:<14} {desc}");
+            }
+            Ok(())
+        }
+        Cmd::Bench(BenchCmd::Sim(a)) => bench_sim(a),
+    }
+}
+
+fn bench_sim(a: BenchSimArgs) -> Result<()> {
+    let machine = numalab_machine::load(&a.machine)?;
+    let wl = numalab_workloads::by_spec(&a.workload, a.threads)?;
+    let thp: numalab_sim::ThpMode = a.thp.parse().map_err(anyhow::Error::msg)?;
+    if a.repeat == 0 {
+        bail!("--repeat must be at least 1");
+    }
+    let mut best: Option<numalab_sim::SimResult> = None;
+    for _ in 0..a.repeat {
+        let cfg = numalab_sim::SimConfig { thp, pinning: numalab_sim::Pinning::Sockorder, ..Default::default() };
+        let r = numalab_sim::simulate(&machine, wl.as_ref(), cfg).context("simulation failed")?;
+        if best.as_ref().is_none_or(|b| r.host_seconds < b.host_seconds) {
+            best = Some(r);
+        }
+    }
+    let r = best.unwrap();
+    let rate = r.memory_references as f64 / r.host_seconds;
+    println!("machine            {}", r.machine);
+    println!("workload           {} ({} threads, thp {})", r.workload, r.threads, r.thp);
+    println!("memory references  {}", r.memory_references);
+    println!("host time          {:.3} s (simulation only, one host thread; workload setup excluded)", r.host_seconds);
+    println!("simulated time     {:.3} ms", r.sim_time_ns / 1e6);
+    println!("speed              {:.1} million references per second", rate / 1e6);
+    Ok(())
+}

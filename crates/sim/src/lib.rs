@@ -1,1 +1,21 @@
-//! placeholder
+//! The numalab simulator (DESIGN.md, "The simulator's model"; formulas in docs/model.md).
+//!
+//! - [`hw`]: per-core TLBs and private caches, per-node LLCs (lookup structures);
+//! - [`memsys`]: memory controllers and links with contention feedback between epochs;
+//! - [`os`]: page table, first-touch placement under memory policies, THP, migration;
+//! - [`engine`]: per-thread clocks advanced in epochs, barriers, the sampler, results.
+
+pub mod hw;
+pub mod memsys;
+pub mod os;
+pub mod config;
+pub mod engine;
+pub mod pinning;
+pub mod report;
+pub mod results;
+
+pub use config::{Progress, SimConfig};
+pub use engine::{simulate, SimError, Simulator};
+pub use os::ThpMode;
+pub use pinning::Pinning;
+pub use results::SimResult;

@@ -1,0 +1,179 @@
+//! `numalab sim` and `--compare`: build configurations, run them in parallel, report.
+
+use crate::output;
+use crate::SimArgs;
+use anyhow::{anyhow, bail, Context, Result};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use numalab_core::MemPolicy;
+use numalab_machine::Machine;
+use numalab_sim::{Pinning, SimConfig, SimResult, ThpMode};
+use rayon::prelude::*;
+use std::time::{Duration, Instant};
+
+/// One fully resolved configuration.
+pub struct RunSpec {
+    pub label: String,
+    pub machine: Machine,
+    pub workload: String,
+    pub threads: usize,
+    pub pin: Pinning,
+    pub mempolicy: MemPolicy,
+    pub thp: ThpMode,
+}
+
+const KEYS: &[&str] = &["mempolicy", "thp", "pin", "threads", "machine", "workload"];
+const SHORTHANDS: &[(&str, &str)] = &[
+    ("first-touch", "mempolicy=default"),
+    ("local", "mempolicy=local"),
+    ("interleave", "mempolicy=interleave:all"),
+    ("thp", "thp=always"),
+    ("nothp", "thp=never"),
+];
+
+/// Split `--compare` on commas, keeping commas that continue a node or CPU list
+/// (`mempolicy=bind:0,1` stays one setting).
+pub fn split_configs(s: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for tok in s.split(',') {
+        let continues = tok.chars().next().is_some_and(|c| c.is_ascii_digit() || c == '!') && !out.is_empty();
+        if continues {
+            let last = out.last_mut().unwrap();
+            last.push(',');
+            last.push_str(tok);
+        } else {
+            out.push(tok.to_string());
+        }
+    }
+    out.into_iter().map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect()
+}
+
+fn default_threads(machine: &Machine, workload: &str) -> usize {
+    let name = workload.split(':').next().unwrap_or("");
+    match name {
+        "ptrchase" => 1,
+        _ => machine.topology.num_cpus(),
+    }
+}
+
+fn resolve(base: &SimArgs, overrides: &str) -> Result<RunSpec> {
+    let mut machine = base.machine.clone();
+    let mut workload = base.workload.clone();
+    let mut threads = base.threads;
+    let mut pin = base.pin.clone();
+    let mut mempolicy = base.mempolicy.clone();
+    let mut thp = base.thp.clone();
+    for setting in overrides.split('+').map(str::trim).filter(|s| !s.is_empty()) {
+        let expanded = SHORTHANDS.iter().find(|(k, _)| *k == setting).map_or(setting, |(_, v)| v);
+        let (k, v) = expanded.split_once('=').ok_or_else(|| {
+            anyhow!(
+                "configuration '{setting}' is neither key=value nor a shorthand: keys are {}; shorthands are {}",
+                KEYS.join(", "),
+                SHORTHANDS.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", ")
+            )
+        })?;
+        match k {
+            "mempolicy" | "policy" => mempolicy = v.to_string(),
+            "thp" => thp = v.to_string(),
+            "pin" => pin = v.to_string(),
+            "threads" => threads = Some(v.parse().with_context(|| format!("threads={v} is not a number"))?),
+            "machine" => machine = v.to_string(),
+            "workload" => workload = v.to_string(),
+            _ => bail!("unknown configuration key '{k}': valid keys are {}", KEYS.join(", ")),
+        }
+    }
+    let m = numalab_machine::load(&machine)?;
+    let mp = MemPolicy::parse(&mempolicy, &m.topology.online()).map_err(|e| anyhow!("--mempolicy: {e}"))?;
+    let thp_mode: ThpMode = thp.parse().map_err(|e: String| anyhow!("--thp: {e}"))?;
+    let pinning: Pinning = pin.parse().map_err(|e: String| anyhow!("--pin: {e}"))?;
+    let threads = threads.unwrap_or_else(|| default_threads(&m, &workload));
+    pinning.resolve(&m.topology, threads).map_err(|e| anyhow!("--pin {pin}: {e}"))?;
+    let label = if overrides.is_empty() { format!("{mempolicy} thp={thp}") } else { overrides.to_string() };
+    Ok(RunSpec { label, machine: m, workload, threads, pin: pinning, mempolicy: mp, thp: thp_mode })
+}
+
+pub fn sim(args: SimArgs) -> Result<()> {
+    let configs = match &args.compare {
+        Some(c) => split_configs(c),
+        None => vec![String::new()],
+    };
+    if configs.is_empty() {
+        bail!("--compare needs at least one configuration");
+    }
+    // Resolve and validate everything before simulating anything.
+    let specs: Vec<RunSpec> = configs.iter().map(|c| resolve(&args, c).with_context(|| format!("configuration '{c}'"))).collect::<Result<_>>()?;
+    let workloads = specs
+        .iter()
+        .map(|s| numalab_workloads::by_spec(&s.workload, s.threads).map_err(|e| anyhow!("--workload: {e}")))
+        .collect::<Result<Vec<_>>>()?;
+    output::check_writable(args.json.as_deref())?;
+    output::check_writable(args.csv.as_deref())?;
+
+    let multi = MultiProgress::new();
+    if args.quiet {
+        multi.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(args.jobs.unwrap_or(0)).build()?;
+    let results: Vec<Result<SimResult>> = pool.install(|| {
+        specs
+            .par_iter()
+            .zip(workloads.par_iter())
+            .map(|(spec, wl)| {
+                let bar = multi.add(ProgressBar::hidden());
+                bar.set_style(ProgressStyle::with_template("{spinner} {prefix}: {msg}").unwrap());
+                bar.set_prefix(spec.label.clone());
+                let started = Instant::now();
+                let quiet = args.quiet;
+                let b2 = bar.clone();
+                let progress = move |p: numalab_sim::Progress| {
+                    // only runs longer than a second get a visible bar
+                    if !quiet && b2.is_hidden() && started.elapsed() > Duration::from_secs(1) {
+                        b2.set_draw_target(ProgressDrawTarget::stderr());
+                        b2.enable_steady_tick(Duration::from_millis(200));
+                    }
+                    b2.set_message(format!(
+                        "simulated {:.2} ms, {:.0} M references, {}/{} threads done",
+                        p.sim_time_ns / 1e6,
+                        p.memory_references as f64 / 1e6,
+                        p.threads_done,
+                        p.threads
+                    ));
+                };
+                let cfg = SimConfig {
+                    label: spec.label.clone(),
+                    pinning: spec.pin.clone(),
+                    task_policy: spec.mempolicy.clone(),
+                    thp: spec.thp,
+                    epoch_ns: args.epoch_us * 1000.0,
+                    sample_period: args.sample_period,
+                    progress: Some(Box::new(progress)),
+                    ..Default::default()
+                };
+                let r = numalab_sim::simulate(&spec.machine, wl.as_ref(), cfg).with_context(|| format!("simulating '{}'", spec.label));
+                bar.finish_and_clear();
+                r
+            })
+            .collect()
+    });
+    let results: Vec<SimResult> = results.into_iter().collect::<Result<_>>()?;
+    print!("{}", output::table(&results));
+    if let Some(p) = &args.json {
+        output::write_json(p, &results)?;
+        eprintln!("wrote {}", p.display());
+    }
+    if let Some(p) = &args.csv {
+        output::write_csv(p, &results)?;
+        eprintln!("wrote {}", p.display());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compare_keeps_node_lists_together() {
+        assert_eq!(split_configs("first-touch,mempolicy=bind:0,1,thp"), vec!["first-touch", "mempolicy=bind:0,1", "thp"]);
+        assert_eq!(split_configs("thp=always+pin=0-3,5,interleave"), vec!["thp=always+pin=0-3,5", "interleave"]);
+    }
+}

@@ -1,0 +1,63 @@
+//! Run configuration of the simulator.
+
+use crate::os::ThpMode;
+use crate::pinning::Pinning;
+use numalab_core::{MemPolicy, Policy};
+
+/// Progress of a running simulation, handed to the progress callback.
+#[derive(Copy, Clone, Debug)]
+pub struct Progress {
+    pub sim_time_ns: f64,
+    pub memory_references: u64,
+    pub threads_done: usize,
+    pub threads: usize,
+}
+
+pub struct SimConfig {
+    /// A label for reports (e.g. "thp=always").
+    pub label: String,
+    pub pinning: Pinning,
+    /// The task policy every task starts with (set_mempolicy before exec).
+    pub task_policy: MemPolicy,
+    pub thp: ThpMode,
+    /// Simulated length of one epoch: traffic of an epoch sets latencies of the next.
+    pub epoch_ns: f64,
+    /// One access sample every this many memory references (0: sampler off).
+    pub sample_period: u64,
+    /// At most this many samples are kept in the result (the rest are counted only).
+    pub max_samples: usize,
+    /// khugepaged wake-up interval (Carrefour-LP checks promotion every 10 ms).
+    pub khugepaged_interval_ns: f64,
+    /// 2 MiB ranges khugepaged examines per wake-up (pages_to_scan 4096 / 512).
+    pub khugepaged_ranges_per_scan: usize,
+    /// Cost of releasing an OpenMP barrier, ns (E).
+    pub barrier_ns: f64,
+    /// Interval of the per-node traffic timeline; 0 picks one from the run length.
+    pub timeline_interval_ns: f64,
+    pub seed: u64,
+    /// Periodic placement policies that act through the MemoryView / Action interface.
+    pub policies: Vec<Box<dyn Policy>>,
+    /// Called about every 64 epochs.
+    pub progress: Option<Box<dyn FnMut(Progress) + Send>>,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            label: String::new(),
+            pinning: Pinning::None,
+            task_policy: MemPolicy::Default,
+            thp: ThpMode::Never,
+            epoch_ns: 20_000.0,
+            sample_period: 4099,
+            max_samples: 1_000_000,
+            khugepaged_interval_ns: 10_000_000.0,
+            khugepaged_ranges_per_scan: 8,
+            barrier_ns: 1_000.0,
+            timeline_interval_ns: 1_000_000.0,
+            seed: 42,
+            policies: Vec::new(),
+            progress: None,
+        }
+    }
+}

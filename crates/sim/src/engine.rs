@@ -1,0 +1,751 @@
+//! The epoch engine: per-thread clocks, the access path through TLB, caches and memory,
+//! faults, barriers, the sampler, khugepaged and periodic policies.
+//!
+//! Threads run one after the other up to the end of an epoch; the traffic of the epoch then
+//! sets the controller and link latencies of the next one (docs/model.md).
+
+use crate::config::{Progress, SimConfig};
+use crate::hw::cache::{CacheOutcome, SetAssocCache};
+use crate::hw::tlb::{Tlb, TlbOutcome};
+use crate::memsys::MemSys;
+use crate::os::{MigrateReport, Os, OsError};
+use crate::results::*;
+use numalab_core::view::{NodeTraffic, ThreadCounters};
+use numalab_core::workload::AddressSpace;
+use numalab_core::{AccessKind, AccessSample, Action, CpuId, DataSource, MapOptions, MemoryView, NodeId, Op, PageInfo, PageSize, RegionInfo, TaskId, ThreadId, ThreadInfo, ThreadProgram, Workload};
+use numalab_machine::{Machine, Routes};
+use std::time::Instant;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("machine '{machine}': {why}")]
+    Machine { machine: String, why: String },
+    #[error("pinning: {0}")]
+    Pinning(String),
+    #[error("memory policy: {0}")]
+    Policy(String),
+    #[error(transparent)]
+    Os(#[from] OsError),
+    #[error("workload '{0}' has no threads")]
+    NoThreads(String),
+}
+
+/// Page-table entries live in a separate part of the (line) address space so that walk
+/// references compete for the caches like data does.
+const PT_LINE_BASE: u64 = 1 << 56;
+
+/// Figures copied out of the machine description for the hot path.
+struct Params {
+    inv_conc: f64,
+    private_hit_ns: f64,
+    llc_hit_ns: f64,
+    tlb_l2_hit_ns: f64,
+    walk_base_ns: f64,
+    inv_ghz: f64,
+    fault_ns: [f64; 3],
+    sample_ns: f64,
+    kernel_copy_bytes_per_ns: f64,
+    move_pages_base_ns: f64,
+    move_pages_bytes_per_ns: f64,
+    split_ns: f64,
+    shootdown_ns: f64,
+}
+
+struct Thread {
+    id: u32,
+    task: TaskId,
+    cpu: CpuId,
+    node: usize,
+    clock: f64,
+    program: Box<dyn ThreadProgram>,
+    ops: Vec<Op>,
+    pos: usize,
+    more: bool,
+    finished: bool,
+    waiting: bool,
+    /// A Run op interrupted at an epoch end: (next address, lines left, stride, kind).
+    run: Option<(u64, u32, u64, AccessKind)>,
+    tlb: Tlb,
+    l2: SetAssocCache,
+    s: ThreadStats,
+    phase: Option<(u16, f64, u64)>,
+    phase_names: &'static [&'static str],
+}
+
+/// Shared state every access touches.
+struct Shared {
+    os: Os,
+    llc: Vec<SetAssocCache>,
+    mem: MemSys,
+    p: Params,
+    sample_period: u64,
+    sample_countdown: u64,
+    samples: Vec<AccessSample>,
+    tick_samples: Vec<AccessSample>,
+    max_samples: usize,
+    samples_taken: u64,
+    refs: u64,
+}
+
+pub struct Simulator {
+    machine: Machine,
+    threads: Vec<Thread>,
+    sh: Shared,
+    cfg: SimConfig,
+    workload_name: String,
+    phases: Vec<PhaseStats>,
+    now: f64,
+    policy_ns: f64,
+}
+
+struct BuildSpace<'a> {
+    os: &'a mut Os,
+}
+
+impl AddressSpace for BuildSpace<'_> {
+    fn mmap(&mut self, task: TaskId, name: &str, bytes: u64, opts: MapOptions) -> u64 {
+        self.os.mmap(task, name, bytes, opts.hugetlb, opts.thp_advice, opts.policy)
+    }
+}
+
+impl Simulator {
+    pub fn new(machine: &Machine, workload: &dyn Workload, cfg: SimConfig) -> Result<Simulator, SimError> {
+        let merr = |why: String| SimError::Machine { machine: machine.id.clone(), why };
+        machine.topology.validate().map_err(|e| merr(e.to_string()))?;
+        let routes = Routes::compute(machine.topology.num_nodes(), &machine.links).map_err(|e| merr(e.to_string()))?;
+        cfg.task_policy.validate(&machine.topology.online()).map_err(|e| SimError::Policy(e.to_string()))?;
+        let nthreads = workload.threads();
+        if nthreads == 0 {
+            return Err(SimError::NoThreads(workload.name()));
+        }
+        let cpus = cfg.pinning.resolve(&machine.topology, nthreads).map_err(SimError::Pinning)?;
+        let mut os = Os::new(&machine.topology, cfg.thp, cfg.task_policy.clone(), cfg.seed);
+        let specs = workload.build(&mut BuildSpace { os: &mut os });
+        let c = &machine.core;
+        let threads = specs
+            .into_iter()
+            .zip(cpus)
+            .enumerate()
+            .map(|(i, (spec, cpu))| {
+                let node = machine.topology.node_of_cpu(cpu).expect("resolved CPUs exist").index();
+                let phase_names = spec.program.phase_names();
+                Thread {
+                    id: i as u32,
+                    task: spec.task,
+                    cpu,
+                    node,
+                    clock: 0.0,
+                    program: spec.program,
+                    ops: Vec::with_capacity(4096),
+                    pos: 0,
+                    more: true,
+                    finished: false,
+                    waiting: false,
+                    run: None,
+                    tlb: Tlb::new(&c.tlb),
+                    l2: SetAssocCache::new(c.private_cache.bytes, c.private_cache.ways),
+                    s: ThreadStats { thread: i as u32, task: spec.task.0, cpu: cpu.0, node: node as u16, ..Default::default() },
+                    phase: None,
+                    phase_names,
+                }
+            })
+            .collect();
+        let llc = machine
+            .nodes
+            .iter()
+            .map(|h| match &h.llc {
+                Some(g) => SetAssocCache::new(g.bytes, g.ways),
+                None => SetAssocCache::new(64, 1),
+            })
+            .collect();
+        let os_c = &machine.os;
+        let p = Params {
+            inv_conc: 1.0 / c.concurrency_lines.max(1.0),
+            private_hit_ns: c.private_hit_ns,
+            llc_hit_ns: c.llc_hit_ns,
+            tlb_l2_hit_ns: c.tlb.l2_hit_ns,
+            walk_base_ns: c.tlb.walk_base_ns,
+            inv_ghz: 1.0 / c.ghz,
+            fault_ns: [os_c.fault_4k_ns, os_c.fault_2m_ns, os_c.fault_1g_ns],
+            sample_ns: os_c.sample_ns,
+            kernel_copy_bytes_per_ns: os_c.kernel_copy_mbps * 1e-3,
+            move_pages_base_ns: os_c.move_pages_base_ns,
+            move_pages_bytes_per_ns: os_c.move_pages_mbps * 1e-3,
+            split_ns: os_c.split_ns,
+            shootdown_ns: os_c.tlb_shootdown_ns,
+        };
+        let sh = Shared {
+            mem: MemSys::new(machine, &routes),
+            os,
+            llc,
+            p,
+            sample_period: cfg.sample_period,
+            sample_countdown: cfg.sample_period.max(1),
+            samples: Vec::new(),
+            tick_samples: Vec::new(),
+            max_samples: cfg.max_samples,
+            samples_taken: 0,
+            refs: 0,
+        };
+        Ok(Simulator { machine: machine.clone(), threads, sh, workload_name: workload.name(), cfg, phases: Vec::new(), now: 0.0, policy_ns: 0.0 })
+    }
+
+    /// Run to completion.
+    pub fn run(mut self) -> Result<SimResult, SimError> {
+        let started = Instant::now();
+        let epoch = self.cfg.epoch_ns;
+        let mut next_khugepaged = self.cfg.khugepaged_interval_ns;
+        let mut policies = std::mem::take(&mut self.cfg.policies);
+        let mut next_tick: Vec<f64> = policies.iter().map(|p| p.period_ns() as f64).collect();
+        let mut timeline = Vec::new();
+        let mut tl_acc = vec![0.0; self.machine.topology.num_nodes()];
+        let mut tl_next = self.cfg.timeline_interval_ns;
+        let mut util_sum = vec![0.0; tl_acc.len()];
+        let mut link_bytes_epochs = 0usize;
+        let mut epochs = 0u64;
+        loop {
+            let end = self.now + epoch;
+            // Run every runnable thread to the epoch end; barriers released mid-epoch let
+            // their threads continue within the same epoch.
+            loop {
+                let mut progressed = false;
+                for t in 0..self.threads.len() {
+                    let th = &self.threads[t];
+                    if th.finished || th.waiting || th.clock >= end {
+                        continue;
+                    }
+                    self.run_thread(t, end)?;
+                    progressed = true;
+                }
+                let released = self.release_barriers();
+                if !progressed && !released {
+                    break;
+                }
+            }
+            let bytes = self.sh.mem.end_epoch(epoch);
+            for (n, b) in bytes.iter().enumerate() {
+                tl_acc[n] += b;
+                util_sum[n] += self.sh.mem.ctrl_utilisation()[n];
+            }
+            link_bytes_epochs += 1;
+            self.now = end;
+            epochs += 1;
+            if self.cfg.timeline_interval_ns > 0.0 && self.now >= tl_next {
+                timeline.push(TimelinePoint { t_ns: self.now, ctrl_bytes: std::mem::replace(&mut tl_acc, vec![0.0; bytes.len()]) });
+                tl_next += self.cfg.timeline_interval_ns;
+            }
+            if self.now >= next_khugepaged {
+                next_khugepaged += self.cfg.khugepaged_interval_ns;
+                self.khugepaged();
+            }
+            let mut ticked = false;
+            for (i, pol) in policies.iter_mut().enumerate() {
+                if self.now >= next_tick[i] {
+                    next_tick[i] += pol.period_ns() as f64;
+                    let actions = pol.tick(&self);
+                    self.apply(actions);
+                    ticked = true;
+                }
+            }
+            if ticked || policies.is_empty() {
+                // samples are handed to policies once, then dropped from the tick buffer
+                self.sh.tick_samples.clear();
+            }
+            let done = self.threads.iter().filter(|t| t.finished).count();
+            if epochs % 64 == 0 {
+                if let Some(cb) = self.cfg.progress.as_mut() {
+                    cb(Progress { sim_time_ns: self.now, memory_references: self.sh.refs, threads_done: done, threads: self.threads.len() });
+                }
+            }
+            if done == self.threads.len() {
+                break;
+            }
+        }
+        if tl_acc.iter().any(|b| *b > 0.0) {
+            timeline.push(TimelinePoint { t_ns: self.now, ctrl_bytes: tl_acc });
+        }
+        let avg_util: Vec<f64> = util_sum.iter().map(|u| u / link_bytes_epochs.max(1) as f64).collect();
+        Ok(self.finish(started, timeline, avg_util))
+    }
+
+    /// Release every task whose live threads all wait at a barrier.
+    fn release_barriers(&mut self) -> bool {
+        let mut released = false;
+        let ntasks = self.threads.iter().map(|t| t.task.index() + 1).max().unwrap_or(0);
+        for task in 0..ntasks {
+            let live = self.threads.iter().filter(|t| t.task.index() == task && !t.finished);
+            let (mut any, mut all_wait, mut latest) = (false, true, 0.0f64);
+            for t in live {
+                any = true;
+                all_wait &= t.waiting;
+                latest = latest.max(t.clock);
+            }
+            if any && all_wait {
+                let release_at = latest + self.cfg.barrier_ns;
+                for t in self.threads.iter_mut().filter(|t| t.task.index() == task && !t.finished) {
+                    t.s.barrier_wait_ns += release_at - t.clock;
+                    t.clock = release_at;
+                    t.waiting = false;
+                }
+                released = true;
+            }
+        }
+        released
+    }
+
+    fn run_thread(&mut self, t: usize, end: f64) -> Result<(), SimError> {
+        let th = &mut self.threads[t];
+        let sh = &mut self.sh;
+        while th.clock < end {
+            if let Some((addr, left, stride, kind)) = th.run.take() {
+                let mut a = addr;
+                let mut n = left;
+                while n > 0 {
+                    access(th, sh, a, kind)?;
+                    a += stride;
+                    n -= 1;
+                    if th.clock >= end && n > 0 {
+                        th.run = Some((a, n, stride, kind));
+                        return Ok(());
+                    }
+                }
+                continue;
+            }
+            if th.pos == th.ops.len() {
+                if !th.more {
+                    th.finished = true;
+                    close_phase(th, &mut self.phases);
+                    th.s.time_ns = th.clock;
+                    return Ok(());
+                }
+                th.ops.clear();
+                th.pos = 0;
+                th.more = th.program.fill(&mut th.ops);
+                continue;
+            }
+            let op = th.ops[th.pos];
+            th.pos += 1;
+            match op {
+                Op::Access { addr, kind } => access(th, sh, addr, kind)?,
+                Op::Run { base, lines, stride_bytes, kind } => th.run = Some((base, lines, stride_bytes as u64, kind)),
+                Op::Compute { cycles, instructions } => {
+                    let ns = cycles as f64 * sh.p.inv_ghz;
+                    th.clock += ns;
+                    th.s.compute_ns += ns;
+                    th.s.instructions += instructions as u64;
+                }
+                Op::Barrier => {
+                    th.waiting = true;
+                    return Ok(());
+                }
+                Op::Phase { id } => {
+                    close_phase(th, &mut self.phases);
+                    th.phase = Some((id, th.clock, th.s.loads + th.s.stores));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn khugepaged(&mut self) {
+        let collapsed = self.sh.os.khugepaged_scan(self.cfg.khugepaged_ranges_per_scan);
+        for (start, copies) in collapsed {
+            for (from, to, bytes) in copies {
+                if from != to {
+                    self.sh.mem.copy(from, to, bytes);
+                }
+            }
+            for th in &mut self.threads {
+                th.tlb.invalidate_range(start, PageSize::Huge2M.bytes());
+            }
+        }
+    }
+
+    fn task_of_region(&self, task: TaskId, start: u64, len: u64) -> impl Iterator<Item = usize> + '_ {
+        self.sh.os.regions.iter().enumerate().filter(move |(_, r)| r.task == task && r.start < start + len && start < r.end()).map(|(i, _)| i)
+    }
+
+    /// Carry out policy actions. Copies load the memory system; migration cost goes to the
+    /// policy (a daemon on its own CPU), TLB shootdowns stall the task's threads.
+    fn apply(&mut self, actions: Vec<Action>) {
+        for a in actions {
+            match a {
+                Action::Migrate { task, start, len_bytes, to } => {
+                    let r = self.sh.os.migrate_range(start, len_bytes, to);
+                    self.after_migration(task, r, true);
+                }
+                Action::Interleave { task, start, len_bytes, nodes } => {
+                    let r = self.sh.os.interleave_range(start, len_bytes, &nodes);
+                    self.after_migration(task, r, true);
+                }
+                Action::SplitHuge { task, addr } => {
+                    if let Some((s, size)) = self.sh.os.split(addr) {
+                        self.policy_ns += self.sh.p.split_ns;
+                        self.shootdown(task, s, size.bytes());
+                    }
+                }
+                Action::SetThpAdvice { task, start, len_bytes, allow } => {
+                    let idx: Vec<usize> = self.task_of_region(task, start, len_bytes).collect();
+                    for i in idx {
+                        self.sh.os.regions[i].thp_advice = Some(allow);
+                    }
+                }
+                Action::SetThpAllocation { allocate, promote } => {
+                    self.sh.os.thp_alloc_enabled = allocate;
+                    self.sh.os.thp_promote_enabled = promote;
+                }
+                Action::SetRangePolicy { task, start, len_bytes, policy } => {
+                    let idx: Vec<usize> = self.task_of_region(task, start, len_bytes).collect();
+                    for i in idx {
+                        self.sh.os.regions[i].policy = Some(policy.clone());
+                    }
+                }
+                Action::MarkNextTouch { task, start, len_bytes } => {
+                    for (fs, pte) in self.sh.os.pt.folios(start, len_bytes) {
+                        self.sh.os.pt.set_next_touch(fs, pte.size(), true);
+                    }
+                    self.shootdown(task, start, len_bytes);
+                }
+                Action::MoveThread { thread, cpu } => {
+                    if let Some(node) = self.machine.topology.node_of_cpu(cpu) {
+                        if let Some(th) = self.threads.get_mut(thread.index()) {
+                            // a migrated thread starts with cold private caches and TLB
+                            th.cpu = cpu;
+                            th.node = node.index();
+                            th.tlb.flush();
+                            th.l2.clear();
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn after_migration(&mut self, task: TaskId, r: MigrateReport, user: bool) {
+        let bytes: u64 = r.copies.iter().map(|c| c.2).sum();
+        for &(from, to, b) in &r.copies {
+            self.sh.mem.copy(from, to, b);
+        }
+        if r.folios_moved > 0 {
+            let (base, rate) = if user { (self.sh.p.move_pages_base_ns, self.sh.p.move_pages_bytes_per_ns) } else { (0.0, self.sh.p.kernel_copy_bytes_per_ns) };
+            self.policy_ns += base + bytes as f64 / rate;
+            for (s, size) in &r.moved {
+                for th in self.threads.iter_mut().filter(|t| t.task == task) {
+                    th.tlb.invalidate(*s, *size);
+                }
+            }
+            self.shootdown(task, 0, 0);
+        }
+    }
+
+    /// Charge a TLB shootdown to every thread of `task`; invalidate the range if given.
+    fn shootdown(&mut self, task: TaskId, start: u64, len: u64) {
+        let cost = self.sh.p.shootdown_ns;
+        for th in self.threads.iter_mut().filter(|t| t.task == task && !t.finished) {
+            if len > 0 {
+                th.tlb.invalidate_range(start, len);
+            }
+            th.clock += cost;
+            th.s.migration_ns += cost;
+        }
+    }
+
+    fn finish(self, started: Instant, timeline: Vec<TimelinePoint>, avg_util: Vec<f64>) -> SimResult {
+        let Simulator { machine, threads, sh, cfg, workload_name, phases, policy_ns, .. } = self;
+        let per_thread: Vec<ThreadStats> = threads.iter().map(|t| t.s.clone()).collect();
+        let sim_time_ns = per_thread.iter().map(|t| t.time_ns).fold(0.0, f64::max);
+        let n = machine.topology.num_nodes();
+        let mut resident = vec![0u64; n];
+        for r in &sh.os.regions {
+            for (_, pte) in sh.os.pt.folios(r.start, r.len) {
+                resident[pte.node()] += pte.size().bytes();
+            }
+        }
+        let per_node: Vec<NodeStats> = (0..n)
+            .map(|d| NodeStats {
+                node: d as u16,
+                ctrl_read_bytes: sh.mem.ctrl_read_bytes[d],
+                ctrl_write_bytes: sh.mem.ctrl_write_bytes[d],
+                served_from: sh.mem.served[d].clone(),
+                avg_utilisation: avg_util[d],
+                peak_utilisation: sh.mem.ctrl_util_max[d],
+                resident_bytes: resident[d],
+            })
+            .collect();
+        let links = (0..sh.mem.num_link_slots())
+            .map(|s| {
+                let l = &machine.links[s / 2];
+                let (from, to) = if s % 2 == 0 { (l.a.0, l.b.0) } else { (l.b.0, l.a.0) };
+                let cap = sh.mem.link_capacity_bytes_per_ns(s);
+                LinkStats {
+                    from,
+                    to,
+                    bytes: sh.mem.link_bytes[s],
+                    gbps_per_dir: l.gbps_per_dir,
+                    avg_utilisation: if sim_time_ns > 0.0 { sh.mem.link_bytes[s] / (cap * sim_time_ns) } else { 0.0 },
+                    peak_utilisation: sh.mem.link_util_max[s],
+                }
+            })
+            .collect();
+        let metrics = crate::report::compute_metrics(&per_thread, &per_node, &sh.samples, sim_time_ns);
+        SimResult {
+            label: cfg.label.clone(),
+            machine: machine.id.clone(),
+            workload: workload_name,
+            threads: threads.len(),
+            pinning: cfg.pinning.to_string(),
+            mempolicy: cfg.task_policy.to_string(),
+            thp: cfg.thp.to_string(),
+            sim_time_ns,
+            memory_references: sh.refs,
+            metrics,
+            per_thread,
+            per_node,
+            links,
+            phases,
+            migrated_pages: sh.os.vm.pgmigrate_success,
+            splits: sh.os.vm.thp_split_page,
+            promotions: sh.os.vm.thp_collapse_alloc,
+            vmstat: sh.os.vm.clone(),
+            policy_ns,
+            timeline,
+            samples_taken: sh.samples_taken,
+            samples: sh.samples,
+            host_seconds: started.elapsed().as_secs_f64(),
+        }
+    }
+}
+
+fn close_phase(th: &mut Thread, phases: &mut Vec<PhaseStats>) {
+    if let Some((id, start, acc0)) = th.phase.take() {
+        let name = th.phase_names.get(id as usize).map_or_else(|| format!("phase{id}"), |s| s.to_string());
+        let acc = th.s.loads + th.s.stores - acc0;
+        match phases.iter_mut().find(|p| p.id == id) {
+            Some(p) => {
+                p.start_ns = p.start_ns.min(start);
+                p.end_ns = p.end_ns.max(th.clock);
+                p.thread_ns += th.clock - start;
+                p.accesses += acc;
+            }
+            None => phases.push(PhaseStats { id, name, start_ns: start, end_ns: th.clock, thread_ns: th.clock - start, accesses: acc }),
+        }
+    }
+}
+
+/// Through the private cache, the node's LLC and DRAM. Returns (ns, source, private miss).
+#[inline(always)]
+fn hierarchy(th: &mut Thread, sh: &mut Shared, line: u64, home: usize, dependent: bool, write: bool) -> (f64, DataSource, bool) {
+    let node = th.node;
+    let overlap = if dependent { 1.0 } else { sh.p.inv_conc };
+    match th.l2.access(line, write, home as u8) {
+        CacheOutcome::Hit => (sh.p.private_hit_ns * overlap, DataSource::PrivateCache, false),
+        CacheOutcome::Miss { evicted } => {
+            th.s.private_misses += 1;
+            if let Some(ev) = evicted {
+                if ev.dirty {
+                    // a dirty private line is written into the LLC
+                    if let CacheOutcome::Miss { evicted: Some(e2) } = sh.llc[node].access(ev.line, true, ev.meta) {
+                        if e2.dirty {
+                            sh.mem.write_back(node, e2.meta as usize);
+                        }
+                    }
+                }
+            }
+            match sh.llc[node].access(line, false, home as u8) {
+                CacheOutcome::Hit => (sh.p.llc_hit_ns * overlap, DataSource::LocalLlc, true),
+                CacheOutcome::Miss { evicted } => {
+                    if let Some(ev) = evicted {
+                        if ev.dirty {
+                            sh.mem.write_back(node, ev.meta as usize);
+                        }
+                    }
+                    th.s.llc_misses += 1;
+                    sh.mem.read(node, home);
+                    let lat = sh.mem.read_latency_ns(node, home);
+                    if home == node {
+                        th.s.dram_local += 1;
+                        (lat * overlap, DataSource::LocalDram, true)
+                    } else {
+                        th.s.dram_remote += 1;
+                        (lat * overlap, DataSource::RemoteDram, true)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One memory reference of thread `th` to the line holding `addr`.
+#[inline(always)]
+fn access(th: &mut Thread, sh: &mut Shared, addr: u64, kind: AccessKind) -> Result<(), SimError> {
+    sh.refs += 1;
+    let mut pte = sh.os.pt.try_get(addr);
+    let mut cost = 0.0;
+    if pte.needs_fault() {
+        cost += slow_path(th, sh, addr, pte)?;
+        pte = sh.os.pt.get(addr);
+    }
+    let size = pte.size();
+    let home = pte.node();
+    match th.tlb.lookup(addr, size) {
+        TlbOutcome::L1Hit => {}
+        TlbOutcome::L2Hit => {
+            th.s.dtlb_l1_misses[size.index()] += 1;
+            cost += sh.p.tlb_l2_hit_ns;
+        }
+        TlbOutcome::Miss => {
+            th.s.dtlb_l1_misses[size.index()] += 1;
+            th.s.page_walks[size.index()] += 1;
+            th.s.walk_refs += 1;
+            // the leaf entry (8 per line) goes through the caches; upper levels hit the
+            // paging-structure caches (walk_base_ns)
+            let pt_line = PT_LINE_BASE + ((size.index() as u64) << 50) + (addr >> (size.shift() + 3));
+            let (ns, _, missed) = hierarchy(th, sh, pt_line, home, true, false);
+            if missed {
+                th.s.walk_private_misses += 1;
+            }
+            cost += sh.p.walk_base_ns + ns;
+        }
+    }
+    let write = kind.writes();
+    let (ns, source, _) = hierarchy(th, sh, addr >> 6, home, kind == AccessKind::DependentRead, write);
+    cost += ns;
+    if write {
+        th.s.stores += 1;
+    } else {
+        th.s.loads += 1;
+        if source == DataSource::RemoteDram {
+            th.s.remote_loads += 1;
+        }
+    }
+    th.s.instructions += 1;
+    th.clock += cost;
+    th.s.memory_ns += cost;
+    if sh.sample_period > 0 {
+        sh.sample_countdown -= 1;
+        if sh.sample_countdown == 0 {
+            sh.sample_countdown = sh.sample_period;
+            take_sample(th, sh, addr, home, size, source, ns, write);
+        }
+    }
+    Ok(())
+}
+
+#[cold]
+#[allow(clippy::too_many_arguments)]
+fn take_sample(th: &mut Thread, sh: &mut Shared, addr: u64, home: usize, size: PageSize, source: DataSource, ns: f64, write: bool) {
+    sh.samples_taken += 1;
+    let s = AccessSample {
+        time_ns: th.clock as u64,
+        task: th.task,
+        thread: ThreadId(th.id),
+        cpu: th.cpu,
+        cpu_node: NodeId(th.node as u16),
+        addr,
+        page_node: NodeId(home as u16),
+        page_size: size,
+        source,
+        latency_ns: ns as f32,
+        write,
+    };
+    if sh.samples.len() < sh.max_samples {
+        sh.samples.push(s);
+    }
+    if sh.tick_samples.len() < sh.max_samples {
+        sh.tick_samples.push(s);
+    }
+    th.clock += sh.p.sample_ns;
+}
+
+/// Faults: first touch, next-touch migration, hinting-fault protection.
+#[cold]
+fn slow_path(th: &mut Thread, sh: &mut Shared, addr: u64, pte: crate::os::pagetable::Pte) -> Result<f64, SimError> {
+    let local = NodeId(th.node as u16);
+    if !pte.present() {
+        let f = sh.os.fault(th.task, addr, local)?;
+        let ns = sh.p.fault_ns[f.size.index()];
+        th.s.faults += 1;
+        th.s.fault_ns += ns;
+        return Ok(ns);
+    }
+    let size = pte.size();
+    let start = size.align_down(addr);
+    let mut ns = 0.0;
+    if pte.next_touch() {
+        // kernel-style next-touch: the touched folio moves to the toucher's node
+        sh.os.pt.set_next_touch(start, size, false);
+        if pte.node() != th.node {
+            let mut r = MigrateReport::default();
+            sh.os.migrate_folio(start, pte, local, &mut r);
+            if r.folios_moved > 0 {
+                sh.mem.copy(pte.node(), th.node, size.bytes());
+                ns += sh.p.fault_ns[0] + size.bytes() as f64 / sh.p.kernel_copy_bytes_per_ns;
+                th.s.next_touch_migrations += 1;
+                th.tlb.invalidate(start, size);
+            }
+        }
+    }
+    if sh.os.pt.get(addr).prot_none() {
+        sh.os.pt.set_prot_none(start, size, false);
+        ns += sh.p.fault_ns[0];
+    }
+    th.s.fault_ns += ns;
+    th.s.migration_ns += ns;
+    Ok(ns)
+}
+
+impl MemoryView for Simulator {
+    fn num_nodes(&self) -> usize {
+        self.machine.topology.num_nodes()
+    }
+    fn distance(&self, from: NodeId, to: NodeId) -> u32 {
+        self.machine.topology.distance(from, to)
+    }
+    fn now_ns(&self) -> u64 {
+        self.now as u64
+    }
+    fn page(&self, task: TaskId, addr: u64) -> Option<PageInfo> {
+        let ri = self.sh.os.region_index(addr)?;
+        if self.sh.os.regions[ri].task != task {
+            return None;
+        }
+        let pte = self.sh.os.pt.try_get(addr);
+        pte.present().then(|| PageInfo { start: pte.size().align_down(addr), size: pte.size(), node: NodeId(pte.node() as u16) })
+    }
+    fn regions(&self) -> Vec<RegionInfo> {
+        self.sh
+            .os
+            .regions
+            .iter()
+            .map(|r| RegionInfo { task: r.task, start: r.start, len_bytes: r.len, name: r.name.clone(), policy: r.policy.clone(), thp_advice: r.thp_advice })
+            .collect()
+    }
+    fn threads(&self) -> Vec<ThreadInfo> {
+        self.threads.iter().map(|t| ThreadInfo { thread: ThreadId(t.id), task: t.task, cpu: t.cpu, node: NodeId(t.node as u16) }).collect()
+    }
+    fn thread_counters(&self, thread: ThreadId) -> ThreadCounters {
+        let Some(t) = self.threads.get(thread.index()) else { return ThreadCounters::default() };
+        ThreadCounters {
+            instructions: t.s.instructions,
+            loads: t.s.loads,
+            stores: t.s.stores,
+            llc_misses: t.s.llc_misses,
+            remote_loads: t.s.remote_loads,
+            cycles: (t.clock * self.machine.core.ghz) as u64,
+        }
+    }
+    fn node_traffic(&self) -> NodeTraffic {
+        NodeTraffic { served: self.sh.mem.served.clone() }
+    }
+    fn samples(&self) -> &[AccessSample] {
+        &self.sh.tick_samples
+    }
+    fn free_bytes(&self, node: NodeId) -> u64 {
+        self.sh.os.free_pages.get(node.index()).map_or(0, |p| p << 12)
+    }
+}
+
+/// Convenience: simulate `workload` on `machine` with `cfg`.
+pub fn simulate(machine: &Machine, workload: &dyn Workload, cfg: SimConfig) -> Result<SimResult, SimError> {
+    Simulator::new(machine, workload, cfg)?.run()
+}

@@ -1,0 +1,239 @@
+//! Memory controllers and links: the contention model (docs/model.md, "Memory system").
+//!
+//! Traffic of one epoch sets the latencies of the next (DESIGN.md). A controller's latency
+//! follows its bandwidth-latency curve at the smoothed utilisation; a link adds `hop_ns` plus
+//! `hop_ns × (shape(u) − 1)` (reference/machines.md §5.3). Offered load above a resource's
+//! capacity cannot be served, so it turns into an overload penalty that grows until the
+//! concurrency-limited threads slow down to the capacity: a thread's throughput is inversely
+//! proportional to its latency, so scaling the latency by the utilisation brings it to 1.
+
+use numalab_core::NodeId;
+use numalab_machine::{Curve, Machine, Routes};
+
+/// Weight of the newest epoch in the smoothed utilisation (damps the feedback loop).
+const SMOOTHING: f64 = 0.5;
+
+pub struct MemSys {
+    n: usize,
+    line_bytes: f64,
+    /// Per node: curve, capacity in bytes per ns.
+    curves: Vec<Curve>,
+    ctrl_bytes_per_ns: Vec<f64>,
+    /// Per link direction slot: capacity in bytes per ns, hop latency, normalised shape.
+    link_bytes_per_ns: Vec<f64>,
+    link_hop_ns: Vec<f64>,
+    link_shape: Curve,
+    link_overhead: f64,
+    /// Slots crossed by data of a read from CPU node s to memory node d (direction d -> s),
+    /// and by a write / write-back (direction s -> d): `read_slots[s * n + d]`.
+    read_slots: Vec<Vec<u16>>,
+    write_slots: Vec<Vec<u16>>,
+
+    // state carried across epochs
+    ctrl_util: Vec<f64>,
+    ctrl_penalty_ns: Vec<f64>,
+    link_util: Vec<f64>,
+    link_penalty_ns: Vec<f64>,
+    /// Latency of a DRAM access from CPU node s to memory on node d this epoch: `lat[s*n+d]`.
+    lat_ns: Vec<f64>,
+    /// Same, without the controller overload penalty (what a posted write waits for).
+    idle_lat_ns: Vec<f64>,
+
+    // counters of the current epoch
+    epoch_ctrl_bytes: Vec<f64>,
+    epoch_link_bytes: Vec<f64>,
+
+    // cumulative counters
+    pub ctrl_read_bytes: Vec<u64>,
+    pub ctrl_write_bytes: Vec<u64>,
+    /// DRAM requests served by controller `to` for CPU node `from`: `served[to][from]`.
+    pub served: Vec<Vec<u64>>,
+    pub link_bytes: Vec<f64>,
+    /// Peak smoothed utilisation seen per controller and per link slot.
+    pub ctrl_util_max: Vec<f64>,
+    pub link_util_max: Vec<f64>,
+}
+
+impl MemSys {
+    pub fn new(m: &Machine, routes: &Routes) -> MemSys {
+        let n = m.topology.num_nodes();
+        let slots = m.links.len() * 2;
+        let mut read_slots = vec![Vec::new(); n * n];
+        let mut write_slots = vec![Vec::new(); n * n];
+        for s in 0..n {
+            for d in 0..n {
+                let (sn, dn) = (NodeId(s as u16), NodeId(d as u16));
+                // data of a read travels from the owner d to the requester s
+                read_slots[s * n + d] = routes.route(dn, sn).iter().map(|l| l.slot() as u16).collect();
+                write_slots[s * n + d] = routes.route(sn, dn).iter().map(|l| l.slot() as u16).collect();
+            }
+        }
+        let mut link_bytes_per_ns = vec![0.0; slots];
+        let mut link_hop_ns = vec![0.0; slots];
+        for (i, l) in m.links.iter().enumerate() {
+            for dir in 0..2 {
+                link_bytes_per_ns[i * 2 + dir] = l.gbps_per_dir; // GB/s == bytes/ns
+                link_hop_ns[i * 2 + dir] = l.hop_ns;
+            }
+        }
+        let mut ms = MemSys {
+            n,
+            line_bytes: 64.0,
+            curves: m.nodes.iter().map(|h| h.curve.clone()).collect(),
+            ctrl_bytes_per_ns: m.nodes.iter().map(|h| h.ctrl_peak_gbps).collect(),
+            link_bytes_per_ns,
+            link_hop_ns,
+            link_shape: m.link_shape.clone(),
+            link_overhead: m.link_coherence_overhead,
+            read_slots,
+            write_slots,
+            ctrl_util: vec![0.0; n],
+            ctrl_penalty_ns: vec![0.0; n],
+            link_util: vec![0.0; slots],
+            link_penalty_ns: vec![0.0; slots],
+            lat_ns: vec![0.0; n * n],
+            idle_lat_ns: vec![0.0; n * n],
+            epoch_ctrl_bytes: vec![0.0; n],
+            epoch_link_bytes: vec![0.0; slots],
+            ctrl_read_bytes: vec![0; n],
+            ctrl_write_bytes: vec![0; n],
+            served: vec![vec![0; n]; n],
+            link_bytes: vec![0.0; slots],
+            ctrl_util_max: vec![0.0; n],
+            link_util_max: vec![0.0; slots],
+        };
+        ms.recompute_latencies();
+        ms
+    }
+
+    fn recompute_latencies(&mut self) {
+        let n = self.n;
+        let link_extra: Vec<f64> = (0..self.link_hop_ns.len())
+            .map(|s| self.link_hop_ns[s] * self.link_shape.at(self.link_util[s].min(1.0)) + self.link_penalty_ns[s])
+            .collect();
+        for s in 0..n {
+            for d in 0..n {
+                let ctrl = self.curves[d].at(self.ctrl_util[d].min(1.0));
+                let links: f64 = self.read_slots[s * n + d].iter().map(|&l| link_extra[l as usize]).sum();
+                self.lat_ns[s * n + d] = ctrl + self.ctrl_penalty_ns[d] + links;
+                let idle_links: f64 = self.read_slots[s * n + d].iter().map(|&l| self.link_hop_ns[l as usize]).sum();
+                self.idle_lat_ns[s * n + d] = self.curves[d].idle() + idle_links;
+            }
+        }
+    }
+
+    /// Latency of a DRAM read from CPU node `s` to memory on node `d` in this epoch.
+    #[inline]
+    pub fn read_latency_ns(&self, s: usize, d: usize) -> f64 {
+        self.lat_ns[s * self.n + d]
+    }
+
+    /// Idle latency (no queueing) from `s` to `d`.
+    #[inline]
+    pub fn idle_latency_ns(&self, s: usize, d: usize) -> f64 {
+        self.idle_lat_ns[s * self.n + d]
+    }
+
+    /// Account one line read from memory node `d` by CPU node `s` (a load miss or an RFO).
+    #[inline]
+    pub fn read(&mut self, s: usize, d: usize) {
+        let b = self.line_bytes;
+        self.epoch_ctrl_bytes[d] += b;
+        self.ctrl_read_bytes[d] += b as u64;
+        self.served[d][s] += 1;
+        let wire = b * (1.0 + self.link_overhead);
+        for &l in &self.read_slots[s * self.n + d] {
+            self.epoch_link_bytes[l as usize] += wire;
+        }
+    }
+
+    /// Account one dirty line written back from node `s`'s caches to memory node `d`.
+    #[inline]
+    pub fn write_back(&mut self, s: usize, d: usize) {
+        let b = self.line_bytes;
+        self.epoch_ctrl_bytes[d] += b;
+        self.ctrl_write_bytes[d] += b as u64;
+        let wire = b * (1.0 + self.link_overhead);
+        for &l in &self.write_slots[s * self.n + d] {
+            self.epoch_link_bytes[l as usize] += wire;
+        }
+    }
+
+    /// Account bulk copy traffic (page migration): `bytes` read on `from`, written on `to`.
+    pub fn copy(&mut self, from: usize, to: usize, bytes: u64) {
+        let b = bytes as f64;
+        self.epoch_ctrl_bytes[from] += b;
+        self.epoch_ctrl_bytes[to] += b;
+        self.ctrl_read_bytes[from] += bytes;
+        self.ctrl_write_bytes[to] += bytes;
+        let wire = b * (1.0 + self.link_overhead);
+        for &l in &self.write_slots[from * self.n + to] {
+            self.epoch_link_bytes[l as usize] += wire;
+        }
+    }
+
+    /// Close an epoch of `epoch_ns`: turn its traffic into utilisations and the latencies of
+    /// the next epoch. Returns the controller bytes of the epoch (for timelines).
+    pub fn end_epoch(&mut self, epoch_ns: f64) -> Vec<f64> {
+        let n = self.n;
+        // Typical latency of the accesses crossing each link, for its overload law.
+        let mut link_ref = vec![0.0f64; self.link_hop_ns.len()];
+        let mut link_cnt = vec![0usize; self.link_hop_ns.len()];
+        for s in 0..n {
+            for d in 0..n {
+                for &l in &self.read_slots[s * n + d] {
+                    link_ref[l as usize] += self.lat_ns[s * n + d];
+                    link_cnt[l as usize] += 1;
+                }
+            }
+        }
+        for d in 0..n {
+            let u = self.epoch_ctrl_bytes[d] / (self.ctrl_bytes_per_ns[d] * epoch_ns);
+            let total = self.curves[d].at(self.ctrl_util[d].min(1.0)) + self.ctrl_penalty_ns[d];
+            self.ctrl_util[d] = SMOOTHING * u + (1.0 - SMOOTHING) * self.ctrl_util[d];
+            self.ctrl_penalty_ns[d] = overload_penalty(self.ctrl_penalty_ns[d], total, u, self.curves[d].at(self.ctrl_util[d].min(1.0)));
+            self.ctrl_util_max[d] = self.ctrl_util_max[d].max(self.ctrl_util[d]);
+        }
+        for l in 0..self.link_hop_ns.len() {
+            self.link_bytes[l] += self.epoch_link_bytes[l];
+            let u = self.epoch_link_bytes[l] / (self.link_bytes_per_ns[l] * epoch_ns);
+            let path = if link_cnt[l] > 0 { link_ref[l] / link_cnt[l] as f64 } else { self.link_hop_ns[l] };
+            let own_old = self.link_hop_ns[l] * self.link_shape.at(self.link_util[l].min(1.0));
+            self.link_util[l] = SMOOTHING * u + (1.0 - SMOOTHING) * self.link_util[l];
+            let own_new = self.link_hop_ns[l] * self.link_shape.at(self.link_util[l].min(1.0));
+            // the rest of the path (controller, other hops) stays as it was
+            let unpenalised = path - self.link_penalty_ns[l] - own_old + own_new;
+            self.link_penalty_ns[l] = overload_penalty(self.link_penalty_ns[l], path, u, unpenalised);
+            self.link_util_max[l] = self.link_util_max[l].max(self.link_util[l]);
+            self.epoch_link_bytes[l] = 0.0;
+        }
+        let bytes = std::mem::replace(&mut self.epoch_ctrl_bytes, vec![0.0; n]);
+        self.recompute_latencies();
+        bytes
+    }
+
+    /// Current smoothed utilisation of each controller (0..1+).
+    pub fn ctrl_utilisation(&self) -> &[f64] {
+        &self.ctrl_util
+    }
+
+    pub fn num_link_slots(&self) -> usize {
+        self.link_hop_ns.len()
+    }
+
+    pub fn link_capacity_bytes_per_ns(&self, slot: usize) -> f64 {
+        self.link_bytes_per_ns[slot]
+    }
+}
+
+/// The overload law. `total_ns` is the latency the traffic of the epoch saw, `u` its offered
+/// utilisation, `unpenalised_ns` the latency without a penalty at the new utilisation. A
+/// concurrency-limited stream's throughput is ∝ 1/latency, so serving `u > 1` at capacity
+/// needs `total × u`; below capacity the same law relaxes the penalty back towards zero.
+fn overload_penalty(old: f64, total_ns: f64, u: f64, unpenalised_ns: f64) -> f64 {
+    if u <= 1.0 && old <= 0.0 {
+        return 0.0;
+    }
+    let target = (total_ns * u - unpenalised_ns).max(0.0);
+    SMOOTHING * target + (1.0 - SMOOTHING) * old
+}

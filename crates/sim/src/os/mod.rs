@@ -1,0 +1,546 @@
+//! The simulated operating system's memory management: mappings (VMAs), the page table,
+//! first-touch faults under memory policies, node capacity and fallback, THP allocation,
+//! khugepaged promotion, splitting and page migration.
+//!
+//! Costs are not charged here: functions report what happened and the engine turns it into
+//! time with the machine's [`numalab_machine::OsCosts`].
+
+pub mod mempolicy;
+pub mod pagetable;
+
+use mempolicy::{place, PlaceCtx, PolicyState};
+use numalab_core::{MemPolicy, NodeId, PageSize, TaskId, Topology};
+use pagetable::{PageTable, Pte, VA_BASE};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// /sys/kernel/mm/transparent_hugepage/enabled
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ThpMode {
+    Never,
+    Madvise,
+    Always,
+}
+
+impl FromStr for ThpMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "never" => Ok(ThpMode::Never),
+            "madvise" => Ok(ThpMode::Madvise),
+            "always" => Ok(ThpMode::Always),
+            _ => Err(format!("unknown THP mode '{s}': expected never, madvise or always")),
+        }
+    }
+}
+
+impl fmt::Display for ThpMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ThpMode::Never => "never",
+            ThpMode::Madvise => "madvise",
+            ThpMode::Always => "always",
+        })
+    }
+}
+
+/// A mapping (VMA) of one task.
+#[derive(Clone, Debug)]
+pub struct Region {
+    pub task: TaskId,
+    pub start: u64,
+    pub len: u64,
+    pub name: String,
+    pub policy: Option<MemPolicy>,
+    pub pstate: PolicyState,
+    pub thp_advice: Option<bool>,
+    pub hugetlb: Option<PageSize>,
+}
+
+impl Region {
+    pub fn end(&self) -> u64 {
+        self.start + self.len
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct TaskMm {
+    pub policy: MemPolicy,
+    pub pstate: PolicyState,
+}
+
+/// vmstat-like counters, with the kernel's names (reference/policies.md §2.11).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct VmStat {
+    pub pgfault_4k: u64,
+    pub pgfault_2m: u64,
+    pub pgfault_1g: u64,
+    pub numa_hit: u64,
+    pub numa_miss: u64,
+    pub numa_foreign: u64,
+    pub numa_interleave: u64,
+    pub numa_local: u64,
+    pub numa_other: u64,
+    pub thp_fault_alloc: u64,
+    pub thp_fault_fallback: u64,
+    pub thp_collapse_alloc: u64,
+    pub thp_split_page: u64,
+    pub pgmigrate_success: u64,
+    pub pgmigrate_fail: u64,
+    pub thp_migration_success: u64,
+    pub thp_migration_fail: u64,
+    pub numa_pages_migrated: u64,
+    pub percent_shortfall_pages: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum OsError {
+    #[error("segmentation fault: task {task} touched address {addr:#x}, which no mapping covers (a workload bug)")]
+    Segfault { task: u32, addr: u64 },
+    #[error("out of memory: {what} needs {need_pages} pages but nodes {nodes} are full (MPOL_BIND does not fall back)")]
+    BindOom { what: String, need_pages: u64, nodes: String },
+    #[error("out of memory: {what} needs {need_pages} pages and every node is full ({total_gib:.1} GiB simulated)")]
+    Oom { what: String, need_pages: u64, total_gib: f64 },
+}
+
+/// The outcome of a first-touch fault.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Fault {
+    pub folio_start: u64,
+    pub size: PageSize,
+    pub node: NodeId,
+}
+
+/// What a migration did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MigrateReport {
+    pub folios_moved: u64,
+    pub base_pages_moved: u64,
+    pub already_there: u64,
+    pub failed_nomem: u64,
+    pub not_present: u64,
+    /// (source node, destination node, bytes) per move, for traffic accounting.
+    #[serde(skip)]
+    pub copies: Vec<(usize, usize, u64)>,
+    /// Folios moved (start, size), for TLB invalidation.
+    #[serde(skip)]
+    pub moved: Vec<(u64, PageSize)>,
+}
+
+pub struct Os {
+    pub pt: PageTable,
+    pub regions: Vec<Region>,
+    next_va: u64,
+    pub tasks: Vec<TaskMm>,
+    default_task_policy: MemPolicy,
+    pub free_pages: Vec<u64>,
+    pub total_pages: Vec<u64>,
+    pub thp: ThpMode,
+    /// Carrefour-LP's switches: huge-page allocation at fault, khugepaged promotion.
+    pub thp_alloc_enabled: bool,
+    pub thp_promote_enabled: bool,
+    topo: Topology,
+    zonelists: Vec<Vec<NodeId>>,
+    rng: u64,
+    khugepaged_cursor: u64,
+    pub vm: VmStat,
+}
+
+impl Os {
+    pub fn new(topo: &Topology, thp: ThpMode, task_policy: MemPolicy, seed: u64) -> Os {
+        let total: Vec<u64> = topo.nodes.iter().map(|n| n.mem_bytes >> 12).collect();
+        Os {
+            pt: PageTable::new(),
+            regions: Vec::new(),
+            next_va: VA_BASE,
+            tasks: Vec::new(),
+            default_task_policy: task_policy,
+            free_pages: total.clone(),
+            total_pages: total,
+            thp,
+            thp_alloc_enabled: true,
+            thp_promote_enabled: true,
+            zonelists: (0..topo.num_nodes()).map(|i| topo.nodes_by_distance(NodeId(i as u16))).collect(),
+            topo: topo.clone(),
+            rng: seed | 1,
+            khugepaged_cursor: VA_BASE,
+            vm: VmStat::default(),
+        }
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    fn task_mut(&mut self, task: TaskId) -> &mut TaskMm {
+        while self.tasks.len() <= task.index() {
+            self.tasks.push(TaskMm { policy: self.default_task_policy.clone(), pstate: PolicyState::default() });
+        }
+        &mut self.tasks[task.index()]
+    }
+
+    /// Set a task's policy (set_mempolicy): applies to later faults only.
+    pub fn set_task_policy(&mut self, task: TaskId, policy: MemPolicy) {
+        let t = self.task_mut(task);
+        t.policy = policy;
+        t.pstate = PolicyState::default();
+    }
+
+    /// mmap: reserve a range, 2 MiB aligned (1 GiB for 1G hugetlb), populated at first touch.
+    pub fn mmap(&mut self, task: TaskId, name: &str, bytes: u64, hugetlb: Option<PageSize>, thp_advice: Option<bool>, policy: Option<MemPolicy>) -> u64 {
+        self.task_mut(task);
+        let align = match hugetlb {
+            Some(PageSize::Giant1G) => PageSize::Giant1G.bytes(),
+            _ => PageSize::Huge2M.bytes(),
+        };
+        let unit = hugetlb.map_or(4096, |s| s.bytes());
+        let len = bytes.max(1).div_ceil(unit) * unit;
+        let start = self.next_va.div_ceil(align) * align;
+        // one unmapped 2 MiB guard between mappings, so overruns fault instead of aliasing
+        self.next_va = start + len + PageSize::Huge2M.bytes();
+        self.pt.grow_to(self.next_va);
+        self.regions.push(Region { task, start, len, name: name.to_string(), policy, pstate: PolicyState::default(), thp_advice, hugetlb });
+        start
+    }
+
+    /// The mapping containing `addr`.
+    pub fn region_index(&self, addr: u64) -> Option<usize> {
+        let i = self.regions.partition_point(|r| r.start <= addr);
+        if i == 0 {
+            return None;
+        }
+        let r = &self.regions[i - 1];
+        (addr < r.end()).then_some(i - 1)
+    }
+
+    fn next_rand(&mut self) -> u64 {
+        // xorshift64*: deterministic, seeded per run
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn thp_eligible(&self, r: &Region, huge_start: u64) -> bool {
+        if r.hugetlb.is_some() || !self.thp_alloc_enabled {
+            return false;
+        }
+        let allowed = match self.thp {
+            ThpMode::Never => false,
+            ThpMode::Madvise => r.thp_advice == Some(true),
+            ThpMode::Always => r.thp_advice != Some(false),
+        };
+        allowed && huge_start >= r.start && huge_start + PageSize::Huge2M.bytes() <= r.end() && self.pt.present_base_pages(huge_start, PageSize::Huge2M.bytes()) == 0
+    }
+
+    /// Handle a first-touch fault by a CPU on node `local`: choose the folio size and node
+    /// and map it.
+    pub fn fault(&mut self, task: TaskId, addr: u64, local: NodeId) -> Result<Fault, OsError> {
+        let ri = self.region_index(addr).filter(|&i| self.regions[i].task == task).ok_or(OsError::Segfault { task: task.0, addr })?;
+        let mut size = self.regions[ri].hugetlb.unwrap_or(PageSize::Base4K);
+        let huge_start = PageSize::Huge2M.align_down(addr);
+        let want_thp = size == PageSize::Base4K && self.thp_eligible(&self.regions[ri], huge_start);
+        if want_thp {
+            size = PageSize::Huge2M;
+        }
+        match self.alloc(ri, addr, size, local) {
+            Ok(f) => {
+                if want_thp {
+                    self.vm.thp_fault_alloc += 1;
+                }
+                Ok(f)
+            }
+            Err(_) if want_thp => {
+                // the kernel falls back to base pages when no huge page can be had
+                self.vm.thp_fault_fallback += 1;
+                self.alloc(ri, addr, PageSize::Base4K, local)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn alloc(&mut self, ri: usize, addr: u64, size: PageSize, local: NodeId) -> Result<Fault, OsError> {
+        let folio_start = size.align_down(addr);
+        let units = size.base_pages();
+        let mut seed = self.next_rand();
+        let mut rand = move |m: u64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % m
+        };
+        let region = &mut self.regions[ri];
+        let task = region.task;
+        let placement = {
+            let vma_offset = region.policy.as_ref().map(|_| (folio_start - region.start) >> size.shift());
+            let ctx = PlaceCtx { topo: &self.topo, zonelists: &self.zonelists, local, vma_offset, units };
+            match &region.policy {
+                Some(p) => {
+                    let before = region.pstate.pct_shortfall_units;
+                    let pl = place(p, &mut region.pstate, &ctx, &mut rand);
+                    self.vm.percent_shortfall_pages += region.pstate.pct_shortfall_units - before;
+                    pl
+                }
+                None => {
+                    let t = &mut self.tasks[task.index()];
+                    let before = t.pstate.pct_shortfall_units;
+                    let pl = place(&t.policy, &mut t.pstate, &ctx, &mut rand);
+                    self.vm.percent_shortfall_pages += t.pstate.pct_shortfall_units - before;
+                    pl
+                }
+            }
+        };
+        let node = placement.order.iter().copied().find(|n| self.free_pages[n.index()] >= units);
+        let Some(node) = node else {
+            let what = format!("a {size} fault in '{}'", self.regions[ri].name);
+            return Err(if placement.strict {
+                OsError::BindOom { what, need_pages: units, nodes: numalab_core::NodeMask::from_nodes(placement.order.iter().copied()).to_string() }
+            } else {
+                OsError::Oom { what, need_pages: units, total_gib: self.topo.total_mem_bytes() as f64 / (1u64 << 30) as f64 }
+            });
+        };
+        self.free_pages[node.index()] -= units;
+        self.pt.map(folio_start, size, node);
+        match size {
+            PageSize::Base4K => self.vm.pgfault_4k += 1,
+            PageSize::Huge2M => self.vm.pgfault_2m += 1,
+            PageSize::Giant1G => self.vm.pgfault_1g += 1,
+        }
+        if node == placement.intended {
+            self.vm.numa_hit += units;
+            if placement.interleave {
+                self.vm.numa_interleave += units;
+            }
+        } else {
+            self.vm.numa_miss += units;
+            self.vm.numa_foreign += units;
+        }
+        if node == local {
+            self.vm.numa_local += units;
+        } else {
+            self.vm.numa_other += units;
+        }
+        Ok(Fault { folio_start, size, node })
+    }
+
+    /// Move one folio to `to`. Fails (and changes nothing) when `to` lacks room.
+    pub fn migrate_folio(&mut self, start: u64, pte: Pte, to: NodeId, report: &mut MigrateReport) {
+        let size = pte.size();
+        let units = size.base_pages();
+        if pte.node() == to.index() {
+            report.already_there += 1;
+            return;
+        }
+        if self.free_pages[to.index()] < units {
+            report.failed_nomem += 1;
+            self.vm.pgmigrate_fail += units;
+            if size != PageSize::Base4K {
+                self.vm.thp_migration_fail += 1;
+            }
+            return;
+        }
+        let from = pte.node();
+        self.free_pages[to.index()] -= units;
+        self.free_pages[from] += units;
+        self.pt.map(start, size, to);
+        self.vm.pgmigrate_success += units;
+        if size != PageSize::Base4K {
+            self.vm.thp_migration_success += 1;
+        }
+        report.folios_moved += 1;
+        report.base_pages_moved += units;
+        report.copies.push((from, to.index(), size.bytes()));
+        report.moved.push((start, size));
+    }
+
+    /// Migrate every present folio of `[start, start + len)` to `to` (a huge page moves whole).
+    pub fn migrate_range(&mut self, start: u64, len: u64, to: NodeId) -> MigrateReport {
+        let mut report = MigrateReport::default();
+        let folios = self.pt.folios(start, len);
+        let present: u64 = folios.iter().map(|(_, p)| p.size().base_pages()).sum();
+        report.not_present = (len >> 12).saturating_sub(present);
+        for (fs, pte) in folios {
+            self.migrate_folio(fs, pte, to, &mut report);
+        }
+        report
+    }
+
+    /// Spread the present folios of a range round robin over `nodes` (page index modulo the
+    /// mask, as a range interleave policy would have placed them).
+    pub fn interleave_range(&mut self, start: u64, len: u64, nodes: &numalab_core::NodeMask) -> MigrateReport {
+        let mut report = MigrateReport::default();
+        let w = nodes.weight().max(1) as u64;
+        for (fs, pte) in self.pt.folios(start, len) {
+            let idx = (fs - start.min(fs)) >> pte.size().shift();
+            let to = nodes.nth((idx % w) as usize).unwrap_or(NodeId(pte.node() as u16));
+            self.migrate_folio(fs, pte, to, &mut report);
+        }
+        report
+    }
+
+    /// Split the huge folio containing `addr` into base pages in place. Returns its start and
+    /// size if there was one to split.
+    pub fn split(&mut self, addr: u64) -> Option<(u64, PageSize)> {
+        let pte = self.pt.try_get(addr);
+        if !pte.present() || pte.size() == PageSize::Base4K {
+            return None;
+        }
+        let start = pte.size().align_down(addr);
+        self.pt.split(start, pte.size());
+        self.vm.thp_split_page += 1;
+        Some((start, pte.size()))
+    }
+
+    /// One khugepaged pass over up to `max_ranges` aligned 2 MiB ranges: collapse each range
+    /// of THP-enabled mappings that holds base pages (max_ptes_none = 511, the kernel default)
+    /// into a huge page on the node holding most of them. Returns (start, copies) per collapse.
+    pub fn khugepaged_scan(&mut self, max_ranges: usize) -> Vec<(u64, Vec<(usize, usize, u64)>)> {
+        let mut out = Vec::new();
+        if !self.thp_promote_enabled || self.thp == ThpMode::Never || self.regions.is_empty() {
+            return out;
+        }
+        let end = self.next_va;
+        let mut scanned = 0;
+        let mut a = self.khugepaged_cursor;
+        let mut wrapped = false;
+        while scanned < max_ranges {
+            if a >= end {
+                if wrapped {
+                    break;
+                }
+                wrapped = true;
+                a = VA_BASE;
+            }
+            let hs = PageSize::Huge2M.align_down(a);
+            a = hs + PageSize::Huge2M.bytes();
+            let Some(ri) = self.region_index(hs) else { continue };
+            scanned += 1;
+            let r = &self.regions[ri];
+            let allowed = r.hugetlb.is_none()
+                && match self.thp {
+                    ThpMode::Never => false,
+                    ThpMode::Madvise => r.thp_advice == Some(true),
+                    ThpMode::Always => r.thp_advice != Some(false),
+                };
+            if !allowed || hs < r.start || hs + PageSize::Huge2M.bytes() > r.end() {
+                continue;
+            }
+            let first = self.pt.get(hs);
+            if first.present() && first.size() != PageSize::Base4K {
+                continue;
+            }
+            let mut per_node = vec![0u64; self.free_pages.len()];
+            for off in (0..PageSize::Huge2M.bytes()).step_by(4096) {
+                let e = self.pt.get(hs + off);
+                if e.present() {
+                    per_node[e.node()] += 1;
+                }
+            }
+            let present: u64 = per_node.iter().sum();
+            if present == 0 {
+                continue;
+            }
+            let target = (0..per_node.len()).max_by_key(|&n| (per_node[n], std::cmp::Reverse(n))).unwrap();
+            let need = 512 - per_node[target];
+            if self.free_pages[target] < need {
+                continue;
+            }
+            let mut copies = Vec::new();
+            for (n, &c) in per_node.iter().enumerate() {
+                self.free_pages[n] += c;
+                if c > 0 {
+                    copies.push((n, target, c * 4096));
+                }
+            }
+            self.free_pages[target] -= 512;
+            self.pt.map(hs, PageSize::Huge2M, NodeId(target as u16));
+            self.vm.thp_collapse_alloc += 1;
+            out.push((hs, copies));
+        }
+        self.khugepaged_cursor = a;
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use numalab_core::{CpuId, NodeInfo, NodeMask};
+
+    fn topo2(mem: u64) -> Topology {
+        Topology {
+            nodes: (0..2).map(|i| NodeInfo { id: NodeId(i), cpus: vec![CpuId(i as u32)], mem_bytes: mem }).collect(),
+            distances: vec![vec![10, 20], vec![20, 10]],
+            smt: 1,
+        }
+    }
+
+    #[test]
+    fn thp_always_maps_huge_pages_and_counts_512_to_1() {
+        let t = topo2(4 << 30);
+        for (mode, size) in [(ThpMode::Never, PageSize::Base4K), (ThpMode::Always, PageSize::Huge2M)] {
+            let mut os = Os::new(&t, mode, MemPolicy::Default, 1);
+            let a = os.mmap(TaskId(0), "r", 1 << 30, None, None, None);
+            for off in (0..1u64 << 30).step_by(4096) {
+                if !os.pt.get(a + off).present() {
+                    os.fault(TaskId(0), a + off, NodeId(0)).unwrap();
+                }
+            }
+            assert_eq!(os.pt.get(a).size(), size);
+            let faults = os.vm.pgfault_4k + os.vm.pgfault_2m;
+            assert_eq!(faults, (1u64 << 30) / size.bytes());
+        }
+    }
+
+    #[test]
+    fn full_node_falls_back_by_distance_and_bind_ooms() {
+        let t = topo2(8 << 20);
+        let mut os = Os::new(&t, ThpMode::Never, MemPolicy::Default, 1);
+        let a = os.mmap(TaskId(0), "r", 12 << 20, None, None, None);
+        for off in (0..12u64 << 20).step_by(4096) {
+            os.fault(TaskId(0), a + off, NodeId(0)).unwrap();
+        }
+        assert_eq!(os.free_pages[0], 0);
+        assert_eq!(os.free_pages[1], 1024);
+        assert_eq!(os.vm.numa_miss, 1024);
+        let b = os.mmap(TaskId(0), "b", 8 << 20, None, None, Some(MemPolicy::Bind { nodes: NodeMask::single(NodeId(0)), numa_balancing: false }));
+        assert!(matches!(os.fault(TaskId(0), b, NodeId(0)), Err(OsError::BindOom { .. })));
+        assert!(matches!(os.fault(TaskId(0), 0x10, NodeId(0)), Err(OsError::Segfault { .. })));
+    }
+
+    #[test]
+    fn migration_moves_whole_folios_and_respects_capacity() {
+        let t = topo2(64 << 20);
+        let mut os = Os::new(&t, ThpMode::Always, MemPolicy::Default, 1);
+        let a = os.mmap(TaskId(0), "r", 8 << 20, None, None, None);
+        os.fault(TaskId(0), a, NodeId(0)).unwrap();
+        os.fault(TaskId(0), a + (2 << 20), NodeId(0)).unwrap();
+        let r = os.migrate_range(a, 8 << 20, NodeId(1));
+        assert_eq!(r.folios_moved, 2);
+        assert_eq!(r.base_pages_moved, 1024);
+        assert_eq!(r.not_present, 1024);
+        assert_eq!(os.pt.get(a + 4096).node(), 1);
+        assert_eq!(os.free_pages[0], (64 << 20) / 4096);
+        assert_eq!(os.split(a + 4096), Some((a, PageSize::Huge2M)));
+        assert_eq!(os.pt.get(a + 8192).size(), PageSize::Base4K);
+        assert_eq!(os.pt.get(a + 8192).node(), 1);
+    }
+
+    #[test]
+    fn khugepaged_collapses_on_the_majority_node() {
+        let t = topo2(64 << 20);
+        let mut os = Os::new(&t, ThpMode::Madvise, MemPolicy::Default, 1);
+        let a = os.mmap(TaskId(0), "r", 2 << 20, None, Some(true), None);
+        os.thp_alloc_enabled = false;
+        for i in 0..10 {
+            os.fault(TaskId(0), a + i * 4096, NodeId(if i < 7 { 1 } else { 0 })).unwrap();
+        }
+        let done = os.khugepaged_scan(16);
+        assert_eq!(done.len(), 1);
+        assert_eq!(os.pt.get(a).size(), PageSize::Huge2M);
+        assert_eq!(os.pt.get(a).node(), 1);
+        assert_eq!(os.free_pages[0] + os.free_pages[1], 2 * (64 << 20) / 4096 - 512);
+    }
+}

@@ -1,0 +1,163 @@
+//! A flat page table over the simulator's virtual address space.
+//!
+//! One 32-bit entry per 4 KiB of virtual space: lookups on the hot path are one array index.
+//! A 2 MiB or 1 GiB mapping writes its node and size into all of its base-page entries, so a
+//! lookup never needs to know the mapping size in advance; splitting a huge page only
+//! rewrites the size bits.
+
+use numalab_core::{NodeId, PageSize};
+
+/// Start of the simulated virtual address space (keeps address 0 unmapped).
+pub const VA_BASE: u64 = 1 << 32;
+
+const NODE_MASK: u32 = 0xffff;
+const PRESENT: u32 = 1 << 16;
+const SIZE_SHIFT: u32 = 17; // 2 bits: 0 = 4K, 1 = 2M, 2 = 1G
+const NEXT_TOUCH: u32 = 1 << 19;
+const PROT_NONE: u32 = 1 << 20;
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub struct Pte(pub u32);
+
+impl Pte {
+    #[inline]
+    pub fn present(self) -> bool {
+        self.0 & PRESENT != 0
+    }
+    #[inline]
+    pub fn node(self) -> usize {
+        (self.0 & NODE_MASK) as usize
+    }
+    #[inline]
+    pub fn size(self) -> PageSize {
+        match (self.0 >> SIZE_SHIFT) & 3 {
+            0 => PageSize::Base4K,
+            1 => PageSize::Huge2M,
+            _ => PageSize::Giant1G,
+        }
+    }
+    #[inline]
+    pub fn next_touch(self) -> bool {
+        self.0 & NEXT_TOUCH != 0
+    }
+    /// Protected for a NUMA hinting fault (PROT_NONE / _PAGE_PROTNONE).
+    #[inline]
+    pub fn prot_none(self) -> bool {
+        self.0 & PROT_NONE != 0
+    }
+    /// Needs the slow path: not present, next-touch, or hint-fault protected.
+    #[inline]
+    pub fn needs_fault(self) -> bool {
+        self.0 & (PRESENT | NEXT_TOUCH | PROT_NONE) != PRESENT
+    }
+    pub fn mapped(node: NodeId, size: PageSize) -> Pte {
+        Pte(node.0 as u32 | PRESENT | ((size.index() as u32) << SIZE_SHIFT))
+    }
+}
+
+pub struct PageTable {
+    entries: Vec<Pte>,
+}
+
+impl PageTable {
+    pub fn new() -> PageTable {
+        PageTable { entries: Vec::new() }
+    }
+
+    /// Make room for virtual addresses up to `end`.
+    pub fn grow_to(&mut self, end: u64) {
+        let n = ((end - VA_BASE) >> 12) as usize;
+        if n > self.entries.len() {
+            self.entries.resize(n, Pte::default());
+        }
+    }
+
+    #[inline]
+    pub fn index(addr: u64) -> usize {
+        ((addr - VA_BASE) >> 12) as usize
+    }
+
+    #[inline]
+    pub fn get(&self, addr: u64) -> Pte {
+        self.entries[Self::index(addr)]
+    }
+
+    /// Entry at `addr`, or an empty one outside the mapped space.
+    #[inline]
+    pub fn try_get(&self, addr: u64) -> Pte {
+        if addr < VA_BASE {
+            return Pte::default();
+        }
+        self.entries.get(Self::index(addr)).copied().unwrap_or_default()
+    }
+
+    /// Map the folio of `size` starting at `start` (aligned) on `node`.
+    pub fn map(&mut self, start: u64, size: PageSize, node: NodeId) {
+        let i = Self::index(start);
+        let pte = Pte::mapped(node, size);
+        self.entries[i..i + size.base_pages() as usize].fill(pte);
+    }
+
+    pub fn unmap(&mut self, start: u64, size: PageSize) {
+        let i = Self::index(start);
+        self.entries[i..i + size.base_pages() as usize].fill(Pte::default());
+    }
+
+    /// Rewrite a huge mapping as base pages on the same node (a split).
+    pub fn split(&mut self, start: u64, size: PageSize) {
+        let i = Self::index(start);
+        for e in &mut self.entries[i..i + size.base_pages() as usize] {
+            *e = Pte((e.0 & !(3 << SIZE_SHIFT)) & !PROT_NONE);
+        }
+    }
+
+    /// Set or clear a flag bit on every entry of a folio.
+    fn set_flag(&mut self, start: u64, size: PageSize, flag: u32, on: bool) {
+        let i = Self::index(start);
+        for e in &mut self.entries[i..i + size.base_pages() as usize] {
+            if on {
+                e.0 |= flag;
+            } else {
+                e.0 &= !flag;
+            }
+        }
+    }
+
+    pub fn set_next_touch(&mut self, start: u64, size: PageSize, on: bool) {
+        self.set_flag(start, size, NEXT_TOUCH, on)
+    }
+
+    pub fn set_prot_none(&mut self, start: u64, size: PageSize, on: bool) {
+        self.set_flag(start, size, PROT_NONE, on)
+    }
+
+    /// Number of present base pages in `[start, start + len)`.
+    pub fn present_base_pages(&self, start: u64, len: u64) -> usize {
+        let i = Self::index(start);
+        self.entries[i..i + (len >> 12) as usize].iter().filter(|e| e.present()).count()
+    }
+
+    /// Iterate the folios present in `[start, start + len)`: (folio start, pte).
+    pub fn folios(&self, start: u64, len: u64) -> Vec<(u64, Pte)> {
+        let mut out = Vec::new();
+        let end = start + len;
+        let mut a = start & !0xfff;
+        while a < end {
+            let e = self.try_get(a);
+            if e.present() {
+                let fs = e.size().align_down(a);
+                out.push((fs, e));
+                a = fs + e.size().bytes();
+            } else {
+                a += 4096;
+            }
+        }
+        out
+    }
+}
+
+impl Default for PageTable {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,170 @@
+//! Thread pinning: explicit CPU lists and the OpenMP-style configurations of
+//! reference/policies.md §9, built from the topology rather than from numbering assumptions.
+
+use numalab_core::{CpuId, Topology};
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Pinning {
+    /// Unpinned. The simulator places threads as the Linux load balancer spreads a fresh
+    /// parallel program: round robin over nodes, idle CPUs first (the same layout as
+    /// `sequential`); later scheduler migrations are not modelled.
+    None,
+    /// Core (t mod C) of node ⌊t / C⌋, one CPU per thread (OMP_PLACES={0}{4}...).
+    Sockorder,
+    /// Node ⌊t / C⌋, free inside the node; placed like `sockorder` within the node.
+    Sockets,
+    /// Core ⌊t / N⌋ of node (t mod N): round robin over nodes.
+    Sequential,
+    /// Thread t on `cpus[t mod len]`.
+    Cpus(Vec<CpuId>),
+}
+
+pub const PINNING_NAMES: &[&str] = &["none", "sockorder", "sockets", "sequential", "CPU list such as 0-7,16"];
+
+impl FromStr for Pinning {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "none" => Ok(Pinning::None),
+            "sockorder" => Ok(Pinning::Sockorder),
+            "sockets" => Ok(Pinning::Sockets),
+            "sequential" => Ok(Pinning::Sequential),
+            other => {
+                let mut cpus = Vec::new();
+                for part in other.split(',') {
+                    let part = part.trim();
+                    let (a, b) = part.split_once('-').unwrap_or((part, part));
+                    let err = || format!("unknown pinning '{s}': expected one of {}", PINNING_NAMES.join(", "));
+                    let a: u32 = a.trim().parse().map_err(|_| err())?;
+                    let b: u32 = b.trim().parse().map_err(|_| err())?;
+                    if a > b {
+                        return Err(format!("CPU range '{part}' is reversed"));
+                    }
+                    cpus.extend((a..=b).map(CpuId));
+                }
+                Ok(Pinning::Cpus(cpus))
+            }
+        }
+    }
+}
+
+impl fmt::Display for Pinning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Pinning::None => f.write_str("none"),
+            Pinning::Sockorder => f.write_str("sockorder"),
+            Pinning::Sockets => f.write_str("sockets"),
+            Pinning::Sequential => f.write_str("sequential"),
+            Pinning::Cpus(c) => {
+                let v: Vec<String> = c.iter().map(|c| c.0.to_string()).collect();
+                f.write_str(&v.join(","))
+            }
+        }
+    }
+}
+
+impl Pinning {
+    /// The CPU of each of `threads` threads. Errors name unknown CPUs or oversubscription.
+    pub fn resolve(&self, topo: &Topology, threads: usize) -> Result<Vec<CpuId>, String> {
+        let nodes: Vec<&Vec<CpuId>> = topo.nodes.iter().map(|n| &n.cpus).filter(|c| !c.is_empty()).collect();
+        let total = topo.num_cpus();
+        if threads > total {
+            return Err(format!(
+                "{threads} threads but the machine has {total} CPUs: running several threads on one CPU is not modelled; use --threads {total} or fewer"
+            ));
+        }
+        let per_node = nodes.iter().map(|c| c.len()).min().unwrap_or(0).max(1);
+        let n = nodes.len();
+        let out: Vec<CpuId> = match self {
+            Pinning::Sockorder | Pinning::Sockets => (0..threads)
+                .map(|t| {
+                    let node = (t / per_node) % n;
+                    nodes[node][t % per_node]
+                })
+                .collect(),
+            Pinning::Sequential | Pinning::None => (0..threads)
+                .map(|t| {
+                    let node = t % n;
+                    let core = t / n;
+                    let c = nodes[node];
+                    c[core % c.len()]
+                })
+                .collect(),
+            Pinning::Cpus(list) => {
+                if list.is_empty() {
+                    return Err("empty CPU list".into());
+                }
+                let all = topo.cpus();
+                if let Some(bad) = list.iter().find(|c| !all.contains(c)) {
+                    return Err(format!(
+                        "CPU {} does not exist: this machine has CPUs {}",
+                        bad.0,
+                        cpu_list(&all)
+                    ));
+                }
+                (0..threads).map(|t| list[t % list.len()]).collect()
+            }
+        };
+        let mut seen = std::collections::HashSet::new();
+        if let Some(dup) = out.iter().find(|c| !seen.insert(**c)) {
+            return Err(format!(
+                "pinning '{self}' puts two of the {threads} threads on CPU {}: running several threads on one CPU is not modelled",
+                dup.0
+            ));
+        }
+        Ok(out)
+    }
+}
+
+/// Kernel list format of a sorted CPU list: `0-7,16-23`.
+pub fn cpu_list(cpus: &[CpuId]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1].0 == cpus[j].0 + 1 {
+            j += 1;
+        }
+        parts.push(if i == j { format!("{}", cpus[i].0) } else { format!("{}-{}", cpus[i].0, cpus[j].0) });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use numalab_core::{NodeId, NodeInfo};
+
+    /// 4 nodes × 2 cores, node k has cores k and k+4 (the §9 example).
+    fn example() -> Topology {
+        Topology {
+            nodes: (0..4u32).map(|k| NodeInfo { id: NodeId(k as u16), cpus: vec![CpuId(k), CpuId(k + 4)], mem_bytes: 1 << 30 }).collect(),
+            distances: (0..4).map(|i| (0..4).map(|j| if i == j { 10 } else { 20 }).collect()).collect(),
+            smt: 1,
+        }
+    }
+
+    fn ids(v: Vec<CpuId>) -> Vec<u32> {
+        v.into_iter().map(|c| c.0).collect()
+    }
+
+    #[test]
+    fn configurations_match_the_reference_example() {
+        let t = example();
+        assert_eq!(ids(Pinning::Sockorder.resolve(&t, 8).unwrap()), vec![0, 4, 1, 5, 2, 6, 3, 7]);
+        assert_eq!(ids(Pinning::Sequential.resolve(&t, 8).unwrap()), vec![0, 1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(ids("3,5".parse::<Pinning>().unwrap().resolve(&t, 2).unwrap()), vec![3, 5]);
+    }
+
+    #[test]
+    fn bad_pinning_is_refused() {
+        let t = example();
+        assert!(Pinning::Sockorder.resolve(&t, 9).unwrap_err().contains("8 CPUs"));
+        assert!("0-9".parse::<Pinning>().unwrap().resolve(&t, 2).unwrap_err().contains("CPU 8 does not exist"));
+        assert!("0".parse::<Pinning>().unwrap().resolve(&t, 2).unwrap_err().contains("two of the 2 threads"));
+        assert!("spread".parse::<Pinning>().unwrap_err().contains("sockorder"));
+    }
+}

@@ -1,0 +1,140 @@
+//! What a simulation run reports (reference/workloads.md §6, policies.md §0).
+
+use crate::os::VmStat;
+use numalab_core::AccessSample;
+use serde::{Deserialize, Serialize};
+
+/// Per-thread counters and time breakdown.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ThreadStats {
+    pub thread: u32,
+    pub task: u32,
+    pub cpu: u32,
+    pub node: u16,
+    pub time_ns: f64,
+    pub compute_ns: f64,
+    pub memory_ns: f64,
+    pub fault_ns: f64,
+    pub barrier_wait_ns: f64,
+    pub migration_ns: f64,
+    pub instructions: u64,
+    pub loads: u64,
+    pub stores: u64,
+    pub private_misses: u64,
+    pub llc_misses: u64,
+    /// DRAM reads (demand loads, RFOs and page-walk references) served locally / remotely.
+    pub dram_local: u64,
+    pub dram_remote: u64,
+    /// Demand loads served by remote DRAM (the remote load ratio's numerator).
+    pub remote_loads: u64,
+    /// L1 DTLB misses and second-level TLB misses (page walks), per page size 4K/2M/1G.
+    pub dtlb_l1_misses: [u64; 3],
+    pub page_walks: [u64; 3],
+    pub walk_refs: u64,
+    /// Page-walk references that missed the private cache (the "L2 misses caused by walks").
+    pub walk_private_misses: u64,
+    pub faults: u64,
+    pub next_touch_migrations: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct NodeStats {
+    pub node: u16,
+    pub ctrl_read_bytes: u64,
+    pub ctrl_write_bytes: u64,
+    /// DRAM requests this controller served, per requesting node.
+    pub served_from: Vec<u64>,
+    /// Average and peak utilisation of the controller over the run.
+    pub avg_utilisation: f64,
+    pub peak_utilisation: f64,
+    pub resident_bytes: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct LinkStats {
+    pub from: u16,
+    pub to: u16,
+    pub bytes: f64,
+    pub gbps_per_dir: f64,
+    pub avg_utilisation: f64,
+    pub peak_utilisation: f64,
+}
+
+/// A phase of the workload: earliest start and latest end over its threads.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct PhaseStats {
+    pub id: u16,
+    pub name: String,
+    pub start_ns: f64,
+    pub end_ns: f64,
+    /// Sum over threads of the time spent in the phase.
+    pub thread_ns: f64,
+    pub accesses: u64,
+}
+
+/// Per-interval controller traffic, for plots over time.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct TimelinePoint {
+    pub t_ns: f64,
+    pub ctrl_bytes: Vec<f64>,
+}
+
+/// The policy metrics of reference/policies.md §0, whole run.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Metrics {
+    pub lar_percent: Option<f64>,
+    pub imbalance_percent: Option<f64>,
+    pub maptu: f64,
+    pub pamup_percent: Option<f64>,
+    pub nhp: Option<usize>,
+    pub psp_percent: Option<f64>,
+    pub mpki: Option<f64>,
+    pub remote_load_ratio: Option<f64>,
+    pub pagewalk_l2_miss_share_percent: Option<f64>,
+    pub max_page_fault_time_share_percent: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct SimResult {
+    pub label: String,
+    pub machine: String,
+    pub workload: String,
+    pub threads: usize,
+    pub pinning: String,
+    pub mempolicy: String,
+    pub thp: String,
+    /// Simulated wall time: the last thread's finish time.
+    pub sim_time_ns: f64,
+    pub memory_references: u64,
+    pub metrics: Metrics,
+    pub per_thread: Vec<ThreadStats>,
+    pub per_node: Vec<NodeStats>,
+    pub links: Vec<LinkStats>,
+    pub phases: Vec<PhaseStats>,
+    pub vmstat: VmStat,
+    pub migrated_pages: u64,
+    pub splits: u64,
+    pub promotions: u64,
+    pub policy_ns: f64,
+    pub timeline: Vec<TimelinePoint>,
+    pub samples_taken: u64,
+    /// Samples kept (bounded by the sampler's buffer); not written to JSON by default.
+    #[serde(skip)]
+    pub samples: Vec<AccessSample>,
+    /// Host seconds the run took.
+    pub host_seconds: f64,
+}
+
+impl SimResult {
+    pub fn phase(&self, name: &str) -> Option<&PhaseStats> {
+        self.phases.iter().find(|p| p.name == name)
+    }
+
+    pub fn total_faults(&self) -> u64 {
+        self.vmstat.pgfault_4k + self.vmstat.pgfault_2m + self.vmstat.pgfault_1g
+    }
+
+    pub fn dram_bytes(&self) -> u64 {
+        self.per_node.iter().map(|n| n.ctrl_read_bytes + n.ctrl_write_bytes).sum()
+    }
+}
