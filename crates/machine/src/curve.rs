@@ -74,23 +74,53 @@ impl Curve {
     /// The curve divided by its idle value (a shape, 1.0 at idle).
     pub fn normalised(&self) -> Curve {
         let idle = self.idle();
-        Curve { points: self.points.iter().map(|&(u, v)| (u, v / idle)).collect() }
+        Curve {
+            points: self.points.iter().map(|&(u, v)| (u, v / idle)).collect(),
+        }
     }
 
     /// A shape scaled to an idle latency: `idle_ns × shape(u)`.
     pub fn scaled(&self, idle_ns: f64) -> Curve {
         let base = self.idle();
-        Curve { points: self.points.iter().map(|&(u, v)| (u, v / base * idle_ns)).collect() }
+        Curve {
+            points: self
+                .points
+                .iter()
+                .map(|&(u, v)| (u, v / base * idle_ns))
+                .collect(),
+        }
     }
 
     /// reference/machines.md §5.2, Intel shape (latency ÷ idle).
     pub fn intel_shape() -> Curve {
-        Curve { points: vec![(0.0, 1.0), (25.0, 1.08), (50.0, 1.20), (65.0, 1.30), (75.0, 1.45), (85.0, 1.75), (95.0, 2.30), (100.0, 2.90)] }
+        Curve {
+            points: vec![
+                (0.0, 1.0),
+                (25.0, 1.08),
+                (50.0, 1.20),
+                (65.0, 1.30),
+                (75.0, 1.45),
+                (85.0, 1.75),
+                (95.0, 2.30),
+                (100.0, 2.90),
+            ],
+        }
     }
 
     /// reference/machines.md §5.2, AMD shape: Intel up to 65 %, then Carrefour's 5× overload.
     pub fn amd_shape() -> Curve {
-        Curve { points: vec![(0.0, 1.0), (25.0, 1.08), (50.0, 1.20), (65.0, 1.30), (75.0, 1.50), (85.0, 1.90), (95.0, 2.90), (100.0, 5.00)] }
+        Curve {
+            points: vec![
+                (0.0, 1.0),
+                (25.0, 1.08),
+                (50.0, 1.20),
+                (65.0, 1.30),
+                (75.0, 1.50),
+                (85.0, 1.90),
+                (95.0, 2.90),
+                (100.0, 5.00),
+            ],
+        }
     }
 }
 

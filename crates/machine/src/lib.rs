@@ -4,15 +4,36 @@
 //! performance: per-core concurrency, caches and TLBs, per-node controllers with their
 //! bandwidth-latency curves, and the links between nodes with per-direction bandwidth.
 //! Presets come from reference/machines.md; every figure there carries its source.
+//!
+//! Where a machine comes from:
+//! - [`preset`] / [`presets`]: the built-in machines of reference/machines.md §1, written as
+//!   TOML files (`crates/machine/presets/*.toml`) and parsed by the same loader as user files;
+//! - [`Machine::from_toml_file`]: the TOML format of [`format`](mod@format) (docs/machine-format.md), which
+//!   may start from a preset (`base = "..."`) or an hwloc XML file (`hwloc = "..."`) and
+//!   override figures;
+//! - [`hwloc::import_file`]: `lstopo --of xml` output, with [`hwloc::HwlocDefaults`] for what
+//!   hwloc does not know;
+//! - [`load`]: any of the three from one string, as the CLI takes it.
 
+pub mod cpulist;
 pub mod curve;
+mod error;
+pub mod format;
+pub mod hwloc;
+mod presets;
 pub mod routes;
+pub mod show;
+mod validate;
 
 pub use curve::Curve;
-pub use routes::{LinkDir, Routes};
+pub use error::MachineError;
+pub use hwloc::HwlocDefaults;
+pub use presets::{preset, preset_ids, presets};
+pub use routes::{LinkDir, RouteError, Routes};
 
 use numalab_core::{NodeId, PageSize, Topology};
 use serde::{Deserialize, Serialize};
+use std::path::Path;
 
 /// A set-associative cache geometry.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -68,6 +89,11 @@ pub struct NodeHw {
     pub idle_local_ns: f64,
     /// Bandwidth-latency curve: (utilisation %, latency ns) of a local access.
     pub curve: Curve,
+    /// The node's number in the OS (hwloc `os_index`, Linux `nodeN`) when it differs from its
+    /// dense id here: an importer renumbers sparse or partly disallowed node sets to 0..n and
+    /// keeps the original so the Linux runtime can translate back. None: the OS number is the id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os_index: Option<u32>,
 }
 
 /// A point-to-point link between two nodes (HyperTransport, QPI, UPI, CXL), symmetric.
@@ -79,6 +105,24 @@ pub struct Link {
     pub gbps_per_dir: f64,
     /// Latency this hop adds to an idle access, ns.
     pub hop_ns: f64,
+    /// Latency this link adds when it is not the first link of a route, ns; None: `hop_ns`.
+    /// On Barcelona a second hop costs less than the first (reference/machines.md §5.3:
+    /// 8347 HE +30 ns for the first hop, +25 for the second): the request and its probes are
+    /// already under way, only the forwarding is added. See [`Machine::route_hop_ns`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_hop_ns: Option<f64>,
+}
+
+impl Link {
+    /// Latency this link adds at position `pos` of a route (0 = the first link), ns.
+    #[inline]
+    pub fn hop_ns_at(&self, pos: usize) -> f64 {
+        if pos == 0 {
+            self.hop_ns
+        } else {
+            self.next_hop_ns.unwrap_or(self.hop_ns)
+        }
+    }
 }
 
 /// OS-level costs (reference/policies.md §10); every figure overridable.
@@ -107,6 +151,27 @@ pub struct OsCosts {
     pub sample_ns: f64,
 }
 
+impl OsCosts {
+    /// The figures of reference/policies.md §10: migration costs measured by GF09 on the
+    /// Opteron 8347 HE machine (M), fault, split, shootdown and sampling costs estimated (E).
+    /// Every preset writes these out explicitly; files that omit `[os]` get them.
+    pub fn reference() -> OsCosts {
+        OsCosts {
+            fault_4k_ns: 1_000.0,
+            fault_2m_ns: 80_000.0,
+            fault_1g_ns: 50_000_000.0,
+            move_pages_base_ns: 160_000.0,
+            move_pages_mbps: 600.0,
+            migrate_pages_base_ns: 400_000.0,
+            migrate_pages_mbps: 780.0,
+            kernel_copy_mbps: 1_000.0,
+            split_ns: 20_000.0,
+            tlb_shootdown_ns: 5_000.0,
+            sample_ns: 200.0,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Machine {
     pub id: String,
@@ -130,6 +195,77 @@ impl Machine {
     /// latency plus the hop terms of the route.
     pub fn idle_latency_ns(&self, routes: &Routes, from: NodeId, to: NodeId) -> f64 {
         let base = self.nodes[to.index()].idle_local_ns;
-        base + routes.route(from, to).iter().map(|ld| self.links[ld.link].hop_ns).sum::<f64>()
+        base + self.route_hop_ns(routes.route(from, to))
+    }
+
+    /// The idle latency the links of `route` add, ns: the first link's `hop_ns`, then each
+    /// further link's `next_hop_ns` (or `hop_ns` when it has none).
+    pub fn route_hop_ns(&self, route: &[LinkDir]) -> f64 {
+        route
+            .iter()
+            .enumerate()
+            .map(|(pos, ld)| self.links[ld.link].hop_ns_at(pos))
+            .sum()
+    }
+
+    /// Peak bandwidth of CPUs on `from` reading memory on `to`, GB/s: the owner's controller
+    /// peak, capped by the narrowest link of the route (reference/machines.md §5.3).
+    pub fn peak_bandwidth_gbps(&self, routes: &Routes, from: NodeId, to: NodeId) -> f64 {
+        routes
+            .route(from, to)
+            .iter()
+            .map(|ld| self.links[ld.link].gbps_per_dir)
+            .fold(self.nodes[to.index()].ctrl_peak_gbps, f64::min)
+    }
+
+    /// The static routes over this machine's links (see [`Routes::compute`]).
+    pub fn routes(&self) -> Result<Routes, RouteError> {
+        Routes::compute(self.topology.num_nodes(), &self.links)
+    }
+
+    /// Check every figure: the topology, per-node hardware, curves, TLB pools, links and
+    /// their routes, OS costs. The error names the key of the TOML format that is wrong.
+    pub fn validate(&self) -> Result<(), MachineError> {
+        validate::check(self).map_err(|p| p.into_error(format!("machine '{}'", self.id)))
+    }
+
+    /// Parse a machine file (format: [`format`](mod@format), docs/machine-format.md). `base` and `hwloc`
+    /// paths in it are taken relative to the file's folder.
+    pub fn from_toml_file(path: impl AsRef<Path>) -> Result<Machine, MachineError> {
+        format::load_file(path.as_ref())
+    }
+
+    /// Parse machine-file text. `origin` names it in errors (a file name, say); relative
+    /// `base` / `hwloc` paths are taken from the current directory.
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Machine, MachineError> {
+        format::parse_str(text, origin, None)
+    }
+
+    /// The machine as a complete TOML machine file (no `base`), which parses back to an equal
+    /// machine.
+    pub fn to_toml(&self) -> String {
+        format::to_toml(self)
+    }
+}
+
+/// A machine by name, as the CLI takes it: a built-in preset id, a `.toml` machine file or an
+/// hwloc `.xml` file (imported with [`HwlocDefaults`]). An unknown name is an error that lists
+/// every preset id.
+pub fn load(name_or_path: &str) -> Result<Machine, MachineError> {
+    if let Some(m) = preset(name_or_path) {
+        return Ok(m);
+    }
+    let path = Path::new(name_or_path);
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match ext.as_deref() {
+        Some("toml") => Machine::from_toml_file(path),
+        Some("xml") => hwloc::import_file(path, &HwlocDefaults::default()),
+        _ => Err(MachineError::Unknown {
+            name: name_or_path.to_string(),
+            presets: preset_ids().into_iter().map(String::from).collect(),
+        }),
     }
 }

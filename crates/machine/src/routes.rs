@@ -35,7 +35,11 @@ pub enum RouteError {
     #[error("node {from} cannot reach node {to} over the links given: add a link (a = {from}, b = {to}) or through a common neighbour")]
     Unreachable { from: usize, to: usize },
     #[error("link {index} names node {node}, but the machine has {nodes} nodes")]
-    BadNode { index: usize, node: usize, nodes: usize },
+    BadNode {
+        index: usize,
+        node: usize,
+        nodes: usize,
+    },
 }
 
 impl Routes {
@@ -46,7 +50,11 @@ impl Routes {
         for (i, l) in links.iter().enumerate() {
             for node in [l.a.index(), l.b.index()] {
                 if node >= n {
-                    return Err(RouteError::BadNode { index: i, node, nodes: n });
+                    return Err(RouteError::BadNode {
+                        index: i,
+                        node,
+                        nodes: n,
+                    });
                 }
             }
             adj[l.a.index()].push((l.b.index(), i, true));
@@ -82,7 +90,11 @@ impl Routes {
                 for &(w, li, fwd) in &adj[v] {
                     if hops[w] != usize::MAX && hops[w] + 1 == hops[v] {
                         let bw = links[li].gbps_per_dir.min(best_bw[w]);
-                        if chosen.map_or(true, |(b, _)| bw > b) {
+                        let wider = match chosen {
+                            Some((b, _)) => bw > b,
+                            None => true,
+                        };
+                        if wider {
                             chosen = Some((bw, (w, li, fwd)));
                         }
                     }
@@ -102,7 +114,10 @@ impl Routes {
                 let mut v = from;
                 while v != to {
                     let (w, li, fwd) = next[v].unwrap();
-                    path.push(LinkDir { link: li, forward: fwd });
+                    path.push(LinkDir {
+                        link: li,
+                        forward: fwd,
+                    });
                     v = w;
                 }
                 routes[from * n + to] = path;
@@ -126,22 +141,60 @@ mod tests {
     use super::*;
 
     fn link(a: u16, b: u16, bw: f64) -> Link {
-        Link { a: NodeId(a), b: NodeId(b), gbps_per_dir: bw, hop_ns: 40.0 }
+        Link {
+            a: NodeId(a),
+            b: NodeId(b),
+            gbps_per_dir: bw,
+            hop_ns: 40.0,
+            next_hop_ns: None,
+        }
     }
 
     #[test]
     fn square_routes_prefer_wide_links() {
         // 0-1 wide, 1-3 wide, 0-2 narrow, 2-3 narrow: 0 -> 3 must go through 1.
-        let links = vec![link(0, 1, 10.0), link(1, 3, 10.0), link(0, 2, 5.0), link(2, 3, 5.0)];
+        let links = vec![
+            link(0, 1, 10.0),
+            link(1, 3, 10.0),
+            link(0, 2, 5.0),
+            link(2, 3, 5.0),
+        ];
         let r = Routes::compute(4, &links).unwrap();
         let p = r.route(NodeId(0), NodeId(3));
-        assert_eq!(p, &[LinkDir { link: 0, forward: true }, LinkDir { link: 1, forward: true }]);
-        assert_eq!(r.route(NodeId(3), NodeId(0)), &[LinkDir { link: 1, forward: false }, LinkDir { link: 0, forward: false }]);
+        assert_eq!(
+            p,
+            &[
+                LinkDir {
+                    link: 0,
+                    forward: true
+                },
+                LinkDir {
+                    link: 1,
+                    forward: true
+                }
+            ]
+        );
+        assert_eq!(
+            r.route(NodeId(3), NodeId(0)),
+            &[
+                LinkDir {
+                    link: 1,
+                    forward: false
+                },
+                LinkDir {
+                    link: 0,
+                    forward: false
+                }
+            ]
+        );
         assert_eq!(r.hops(NodeId(1), NodeId(2)), 2);
     }
 
     #[test]
     fn unreachable_is_an_error() {
-        assert_eq!(Routes::compute(3, &[link(0, 1, 1.0)]), Err(RouteError::Unreachable { from: 2, to: 0 }));
+        assert_eq!(
+            Routes::compute(3, &[link(0, 1, 1.0)]),
+            Err(RouteError::Unreachable { from: 2, to: 0 })
+        );
     }
 }

@@ -28,6 +28,9 @@ pub struct MemSys {
     /// and by a write / write-back (direction s -> d): `read_slots[s * n + d]`.
     read_slots: Vec<Vec<u16>>,
     write_slots: Vec<Vec<u16>>,
+    /// Idle latency each link of `read_slots` adds at its position on the route (a link may
+    /// add less as a second hop, e.g. Barcelona's +30 then +25 ns).
+    read_hop_ns: Vec<Vec<f64>>,
 
     // state carried across epochs
     ctrl_util: Vec<f64>,
@@ -60,11 +63,13 @@ impl MemSys {
         let slots = m.links.len() * 2;
         let mut read_slots = vec![Vec::new(); n * n];
         let mut write_slots = vec![Vec::new(); n * n];
+        let mut read_hop_ns = vec![Vec::new(); n * n];
         for s in 0..n {
             for d in 0..n {
                 let (sn, dn) = (NodeId(s as u16), NodeId(d as u16));
                 // data of a read travels from the owner d to the requester s
                 read_slots[s * n + d] = routes.route(dn, sn).iter().map(|l| l.slot() as u16).collect();
+                read_hop_ns[s * n + d] = routes.route(dn, sn).iter().enumerate().map(|(pos, l)| m.links[l.link].hop_ns_at(pos)).collect();
                 write_slots[s * n + d] = routes.route(sn, dn).iter().map(|l| l.slot() as u16).collect();
             }
         }
@@ -87,6 +92,7 @@ impl MemSys {
             link_overhead: m.link_coherence_overhead,
             read_slots,
             write_slots,
+            read_hop_ns,
             ctrl_util: vec![0.0; n],
             ctrl_penalty_ns: vec![0.0; n],
             link_util: vec![0.0; slots],
@@ -108,16 +114,19 @@ impl MemSys {
 
     fn recompute_latencies(&mut self) {
         let n = self.n;
-        let link_extra: Vec<f64> = (0..self.link_hop_ns.len())
-            .map(|s| self.link_hop_ns[s] * self.link_shape.at(self.link_util[s].min(1.0)) + self.link_penalty_ns[s])
-            .collect();
+        let shape: Vec<f64> = self.link_util.iter().map(|u| self.link_shape.at(u.min(1.0))).collect();
         for s in 0..n {
             for d in 0..n {
+                let i = s * n + d;
                 let ctrl = self.curves[d].at(self.ctrl_util[d].min(1.0));
-                let links: f64 = self.read_slots[s * n + d].iter().map(|&l| link_extra[l as usize]).sum();
-                self.lat_ns[s * n + d] = ctrl + self.ctrl_penalty_ns[d] + links;
-                let idle_links: f64 = self.read_slots[s * n + d].iter().map(|&l| self.link_hop_ns[l as usize]).sum();
-                self.idle_lat_ns[s * n + d] = self.curves[d].idle() + idle_links;
+                let (mut links, mut idle_links) = (0.0, 0.0);
+                for (&l, &hop) in self.read_slots[i].iter().zip(&self.read_hop_ns[i]) {
+                    // hop_ns × shape(u) = hop_ns + queue_l(u) (reference/machines.md §5.3)
+                    links += hop * shape[l as usize] + self.link_penalty_ns[l as usize];
+                    idle_links += hop;
+                }
+                self.lat_ns[i] = ctrl + self.ctrl_penalty_ns[d] + links;
+                self.idle_lat_ns[i] = self.curves[d].idle() + idle_links;
             }
         }
     }

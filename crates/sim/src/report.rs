@@ -11,13 +11,13 @@ pub fn compute_metrics(threads: &[ThreadStats], nodes: &[NodeStats], samples: &[
     // Hot-page and sharing metrics use DRAM-served samples, as Carrefour's northbridge
     // IBS samples do: cache hits say nothing about placement.
     let dram_samples: Vec<AccessSample> = samples.iter().filter(|s| s.source.is_dram()).copied().collect();
-    let stats = m::PageAccessStats::from_samples(&dram_samples);
+    let stats = m::PageAccessStats::by_mapping(&dram_samples);
     let sum = |f: fn(&ThreadStats) -> u64| threads.iter().map(f).sum::<u64>();
     let fault_ns: Vec<u64> = threads.iter().map(|t| t.fault_ns as u64).collect();
     Metrics {
         lar_percent: m::lar_percent_from_traffic(&served),
         imbalance_percent: m::imbalance_percent(&loads),
-        maptu: m::maptu(dram, sim_time_ns as u64),
+        maptu: m::maptu(dram, sim_time_ns as u64).unwrap_or(0.0),
         pamup_percent: stats.pamup_percent(),
         nhp: (!dram_samples.is_empty()).then(|| stats.nhp(6.0)),
         psp_percent: stats.psp_percent(),

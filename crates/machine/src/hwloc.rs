@@ -1,0 +1,1354 @@
+//! Import of hwloc XML topologies (`lstopo --of xml`; reference/machines.md §8).
+//!
+//! Formats: hwloc 2.x files (`<topology version="2.0">` / `"3.0"`, NUMA nodes as memory
+//! children, `<distances2>`, `<memattr>`) and hwloc 1.x files (no version, NUMA nodes in the
+//! main tree, `<distances latency_base=...>` with normalised `<latency>` children).
+//!
+//! What hwloc gives and how it is used:
+//! - NUMA nodes (by `os_index`, renumbered densely 0..n in OS order; the OS number is kept in
+//!   [`NodeHw::os_index`]), their memory (`local_memory`) and local CPUs (`cpuset`). A node
+//!   whose CPUs all belong to a closer node (CXL, HBM, NVDIMM memory attached to a package or
+//!   the machine) becomes a CPU-less memory node. A file without NUMANode objects becomes one
+//!   node holding every PU.
+//! - Disallowed PUs and nodes (`allowed_cpuset` / `allowed_nodeset` of the Machine object,
+//!   e.g. a file written inside a cgroup) are left out. An allowed PU whose node is disallowed
+//!   has no local memory the model could place, so it is left out too (the description says so).
+//! - SMT = PUs ÷ cores. The private cache is the highest-level data cache private to a core
+//!   (normally the L2); the LLC of a node is the next level up, summed over the LLCs the node's
+//!   CPUs use (so one node spanning 4 packages gets 4 L3s) or the node's share of an LLC that
+//!   spans several nodes. `cache_associativity` −1 = fully associative, 0 = unknown
+//!   ([`HwlocDefaults::cache_ways_when_unknown`]).
+//! - Distances only give hop structure, never nanoseconds (SLIT is not ns, §8): the smallest
+//!   remote value is one hop, a direct link; every pair at the next tier must then have a
+//!   common neighbour, or the file needs hand-written links (a TOML file with `hwloc = ...` and
+//!   `[[link]]` tables). An all-equal matrix, or none at all, gives a full mesh. A CPU-less
+//!   node is linked to the CPU node(s) nearest to it.
+//! - Memory attributes (hwloc ≥ 2.3, from ACPI HMAT or `hwloc-annotate`): `Latency` (else
+//!   `ReadLatency`), ns, and `Bandwidth` (else `ReadBandwidth`), MiB/s, per (initiator node,
+//!   target node). Local values set `idle_local_ns` and `ctrl_peak_gbps`; values between linked
+//!   nodes set the link's `hop_ns` (remote − local latency) and `gbps_per_dir`.
+//!
+//! Everything else (core clock, concurrency, TLBs, latencies and bandwidths without memory
+//! attributes, curves, OS costs) comes from [`HwlocDefaults`]: documented estimates, to be
+//! replaced by calibration (reference/machines.md §7) through a TOML override file.
+
+use crate::{
+    CacheGeom, CoreParams, Curve, Link, Machine, MachineError, NodeHw, OsCosts, TlbConfig, TlbPool,
+};
+use numalab_core::{CpuId, NodeId, NodeInfo, PageSize, Topology};
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+
+/// Figures hwloc does not provide, used for every imported machine unless a TOML file with
+/// `hwloc = "..."` overrides them. All are estimates (E) for a recent 2-socket x86 server
+/// (Skylake-SP class, reference/machines.md §2 and §4); the values are listed in
+/// docs/machine-format.md.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HwlocDefaults {
+    /// Core clock, GHz (converts cycle counts; hwloc does not record frequencies). 2.5.
+    pub ghz: f64,
+    /// Misses in flight per core (§5.4, "≈ 16-20 for Haswell and later"). 16.
+    pub concurrency_lines: f64,
+    /// Private cache when the file has no per-core L2: 1 MiB, 16-way (Skylake-SP L2).
+    pub private_cache: CacheGeom,
+    /// Load-to-use latency of a private-cache hit, ns: 14 cycles at 2.5 GHz = 5.6.
+    pub private_hit_ns: f64,
+    /// Load-to-use latency of an LLC hit, ns: 65 cycles at 2.5 GHz = 26.
+    pub llc_hit_ns: f64,
+    /// Associativity used when `cache_associativity` is 0 (unknown). 16.
+    pub cache_ways_when_unknown: u32,
+    /// Per-core TLBs: the Skylake-SP row of §2 (L1 64 × 4K 4-way, 32 × 2M 4-way, 4 × 1G;
+    /// STLB 1536 × 4K/2M 12-way, 16 × 1G 4-way; L2 hit 2.8 ns, walk base 4 ns).
+    pub tlb: TlbConfig,
+    /// Idle local DRAM latency when there is no `Latency` memory attribute, ns. 90.
+    pub idle_local_ns: f64,
+    /// Sustained controller peak per CPU node without a `Bandwidth` attribute, GB/s. 50
+    /// (a mid-range DDR4 socket; 6-channel Skylake-SP sustains ≈ 105).
+    pub ctrl_peak_gbps: f64,
+    /// Latency one hop between CPU nodes adds, ns. 50 (2-socket Skylake-SP: +50-54, §5.3).
+    pub hop_ns: f64,
+    /// Effective bandwidth per direction of a link between CPU nodes, GB/s. 34 (2 UPI links).
+    pub link_gbps_per_dir: f64,
+    /// Controller peak of a CPU-less memory node (CXL, HBM, NVDIMM), GB/s. 30 (a CXL type-3
+    /// DDR5 expander behind x8 PCIe 5).
+    pub memory_only_ctrl_peak_gbps: f64,
+    /// Latency the link to a CPU-less node adds, ns. 80 (CXL memory: +70-90 ns over local DRAM).
+    pub memory_only_hop_ns: f64,
+    /// Bandwidth per direction of the link to a CPU-less node, GB/s. 25 (x8 PCIe 5 / CXL 2.0).
+    pub memory_only_link_gbps_per_dir: f64,
+    /// Normalised controller curve, scaled to each node's idle latency: the Intel shape (§5.2).
+    pub curve_shape: Curve,
+    /// Normalised link queueing shape: the Intel shape (§5.2).
+    pub link_shape: Curve,
+    /// Coherence traffic on links as a fraction of payload: 0.1 (§5.3, Intel).
+    pub link_coherence_overhead: f64,
+    /// Remote distance written into the matrix when the file has none. 20.
+    pub remote_distance_when_missing: u32,
+    /// Memory of a NUMA node without `local_memory`, bytes. 16 GiB.
+    pub mem_bytes_when_missing: u64,
+    /// OS costs: [`OsCosts::reference`] (policies.md §10).
+    pub os: OsCosts,
+}
+
+impl Default for HwlocDefaults {
+    fn default() -> Self {
+        let ghz = 2.5;
+        HwlocDefaults {
+            ghz,
+            concurrency_lines: 16.0,
+            private_cache: CacheGeom {
+                bytes: 1 << 20,
+                ways: 16,
+            },
+            private_hit_ns: 14.0 / ghz,
+            llc_hit_ns: 65.0 / ghz,
+            cache_ways_when_unknown: 16,
+            tlb: TlbConfig {
+                l1: vec![
+                    TlbPool {
+                        entries: 64,
+                        ways: 4,
+                        sizes: vec![PageSize::Base4K],
+                    },
+                    TlbPool {
+                        entries: 32,
+                        ways: 4,
+                        sizes: vec![PageSize::Huge2M],
+                    },
+                    TlbPool {
+                        entries: 4,
+                        ways: 4,
+                        sizes: vec![PageSize::Giant1G],
+                    },
+                ],
+                l2: vec![
+                    TlbPool {
+                        entries: 1536,
+                        ways: 12,
+                        sizes: vec![PageSize::Base4K, PageSize::Huge2M],
+                    },
+                    TlbPool {
+                        entries: 16,
+                        ways: 4,
+                        sizes: vec![PageSize::Giant1G],
+                    },
+                ],
+                l2_hit_ns: 7.0 / ghz,
+                walk_base_ns: 4.0,
+            },
+            idle_local_ns: 90.0,
+            ctrl_peak_gbps: 50.0,
+            hop_ns: 50.0,
+            link_gbps_per_dir: 34.0,
+            memory_only_ctrl_peak_gbps: 30.0,
+            memory_only_hop_ns: 80.0,
+            memory_only_link_gbps_per_dir: 25.0,
+            curve_shape: Curve::intel_shape(),
+            link_shape: Curve::intel_shape(),
+            link_coherence_overhead: 0.1,
+            remote_distance_when_missing: 20,
+            mem_bytes_when_missing: 16 << 30,
+            os: OsCosts::reference(),
+        }
+    }
+}
+
+/// An import and what could not be derived.
+#[derive(Clone, Debug)]
+pub struct Imported {
+    pub machine: Machine,
+    /// Set when the distance matrix does not determine the links (a pair at the second tier
+    /// without a common one-hop neighbour). `machine.links` then holds only the one-hop links;
+    /// [`import_file`] refuses such a machine, a TOML override with `[[link]]` tables completes it.
+    pub link_problem: Option<String>,
+    /// What the importer assumed or left out, also written into the machine's description.
+    pub notes: Vec<String>,
+}
+
+/// Import an `lstopo --of xml` file with `defaults` for what hwloc does not know, and validate
+/// the result.
+pub fn import_file(path: &Path, defaults: &HwlocDefaults) -> Result<Machine, MachineError> {
+    let origin = path.display().to_string();
+    finish(import_detailed(path, defaults)?, &origin)
+}
+
+/// Import XML text; `origin` names it in errors, `id` becomes the machine id.
+pub fn import_str(
+    xml: &str,
+    origin: &str,
+    id: &str,
+    defaults: &HwlocDefaults,
+) -> Result<Machine, MachineError> {
+    finish(import_str_detailed(xml, origin, id, defaults)?, origin)
+}
+
+fn finish(imp: Imported, origin: &str) -> Result<Machine, MachineError> {
+    if let Some(problem) = imp.link_problem {
+        return Err(MachineError::Hwloc {
+            origin: origin.to_string(),
+            problem: format!(
+                "{problem}. Write the links by hand: a TOML machine file with hwloc = \"<this file>\", \
+                 replace_links = true and one [[link]] table per link (docs/machine-format.md)"
+            ),
+        });
+    }
+    imp.machine.validate().map_err(|e| match e {
+        MachineError::Invalid {
+            key,
+            problem,
+            expected,
+            ..
+        } => MachineError::Invalid {
+            origin: origin.to_string(),
+            key,
+            problem,
+            expected,
+        },
+        other => other,
+    })?;
+    Ok(imp.machine)
+}
+
+/// Import a file without refusing underivable links (see [`Imported::link_problem`]).
+pub fn import_detailed(path: &Path, defaults: &HwlocDefaults) -> Result<Imported, MachineError> {
+    let xml = std::fs::read_to_string(path).map_err(|source| MachineError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("machine");
+    import_str_detailed(
+        &xml,
+        &path.display().to_string(),
+        &format!("hwloc-{stem}"),
+        defaults,
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// hwloc bitmaps
+// ---------------------------------------------------------------------------------------------
+
+/// An hwloc bitmap (`0x0000f06f`, `0xffffffff,0x00000003`: comma-separated 32-bit words, most
+/// significant first; a leading `0xf...f` word means every higher bit is set too).
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Bitmap {
+    bits: BTreeSet<u32>,
+    /// Every bit from `infinite_from` up is set (`0xf...f` prefix).
+    infinite_from: Option<u32>,
+}
+
+impl Bitmap {
+    fn parse(s: &str) -> Result<Bitmap, String> {
+        let mut bm = Bitmap::default();
+        let words: Vec<&str> = s.trim().split(',').collect();
+        let n = words.len();
+        for (i, w) in words.iter().enumerate() {
+            let w = w.trim();
+            let hex = w
+                .strip_prefix("0x")
+                .or_else(|| w.strip_prefix("0X"))
+                .unwrap_or(w);
+            let base = 32 * (n - 1 - i) as u32;
+            if hex.eq_ignore_ascii_case("f...f") {
+                if i != 0 {
+                    return Err(format!(
+                        "bitmap '{s}': 0xf...f is only allowed as the first word"
+                    ));
+                }
+                bm.infinite_from = Some(base);
+                continue;
+            }
+            if hex.is_empty() || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+                return Err(format!("bitmap '{s}': '{w}' is not a hexadecimal word"));
+            }
+            for (j, c) in hex.chars().rev().enumerate() {
+                let d = c.to_digit(16).expect("checked hex digit");
+                for b in 0..4 {
+                    if d & (1 << b) != 0 {
+                        bm.bits.insert(base + 4 * j as u32 + b);
+                    }
+                }
+            }
+        }
+        Ok(bm)
+    }
+
+    fn contains(&self, bit: u32) -> bool {
+        self.bits.contains(&bit) || self.infinite_from.is_some_and(|f| bit >= f)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The objects the import needs
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Debug)]
+struct NumaObj {
+    os_index: u32,
+    gp_index: Option<u64>,
+    /// Locality: the PUs this memory is local to (hwloc's cpuset of the node).
+    cpuset: BTreeSet<u32>,
+    mem_bytes: Option<u64>,
+    /// hwloc's subtype (`MCDRAM`, `HBM`, `NVM`, `SPM`, `CXL-DRAM`, ...): memory that Linux
+    /// gives no CPUs even where hwloc records a locality.
+    subtype: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+struct CacheObj {
+    level: u32,
+    bytes: u64,
+    /// −1 fully associative, 0 unknown.
+    associativity: i64,
+    cpuset: BTreeSet<u32>,
+}
+
+struct Scan {
+    version: String,
+    pus: BTreeSet<u32>,
+    cores: Vec<BTreeSet<u32>>,
+    packages: Vec<BTreeSet<u32>>,
+    numa: Vec<NumaObj>,
+    caches: Vec<CacheObj>,
+    /// gp_index → cpuset, for memory-attribute initiators given as objects.
+    gp_cpusets: HashMap<u64, BTreeSet<u32>>,
+    allowed_cpus: Option<Bitmap>,
+    allowed_nodes: Option<Bitmap>,
+    machine_mem: Option<u64>,
+    cpu_model: Option<String>,
+    /// hwloc 1.x distance blocks: (latency_base, nbobjs, values).
+    v1_distances: Vec<(f64, usize, Vec<f64>)>,
+    /// Memory devices that are not NUMA nodes (CXL memory devices, DAX regions): "name (kind,
+    /// size)". Linux only makes them nodes once onlined (`daxctl reconfigure-device`).
+    memory_devices: Vec<String>,
+}
+
+fn attr_u64(n: &roxmltree::Node, name: &str) -> Option<u64> {
+    n.attribute(name).and_then(|v| v.trim().parse().ok())
+}
+
+fn cpuset_of(n: &roxmltree::Node, origin: &str) -> Result<Option<BTreeSet<u32>>, MachineError> {
+    match n.attribute("cpuset") {
+        Some(s) => Bitmap::parse(s)
+            .map(|b| Some(b.bits))
+            .map_err(|e| MachineError::Hwloc {
+                origin: origin.to_string(),
+                problem: format!("object {}: {e}", describe(n)),
+            }),
+        None => Ok(None),
+    }
+}
+
+fn describe(n: &roxmltree::Node) -> String {
+    let t = n.attribute("type").unwrap_or("?");
+    match n.attribute("os_index") {
+        Some(i) => format!(
+            "{t} (os_index {i}, line {})",
+            n.document().text_pos_at(n.range().start).row
+        ),
+        None => format!(
+            "{t} (line {})",
+            n.document().text_pos_at(n.range().start).row
+        ),
+    }
+}
+
+fn scan(doc: &roxmltree::Document, origin: &str) -> Result<Scan, MachineError> {
+    let hw = |problem: String| MachineError::Hwloc {
+        origin: origin.to_string(),
+        problem,
+    };
+    let root = doc.root_element();
+    if root.tag_name().name() != "topology" {
+        return Err(hw(format!(
+            "the root element is <{}>; expected <topology>, as written by `lstopo --of xml`",
+            root.tag_name().name()
+        )));
+    }
+    let mut s = Scan {
+        version: root.attribute("version").unwrap_or("1.x").to_string(),
+        pus: BTreeSet::new(),
+        cores: Vec::new(),
+        packages: Vec::new(),
+        numa: Vec::new(),
+        caches: Vec::new(),
+        gp_cpusets: HashMap::new(),
+        allowed_cpus: None,
+        allowed_nodes: None,
+        machine_mem: None,
+        cpu_model: None,
+        v1_distances: Vec::new(),
+        memory_devices: Vec::new(),
+    };
+    let mut saw_machine = false;
+    for n in root.descendants().filter(|n| n.is_element()) {
+        match n.tag_name().name() {
+            "object" => {}
+            "info" if s.cpu_model.is_none() && n.attribute("name") == Some("CPUModel") => {
+                s.cpu_model = n.attribute("value").map(|v| v.trim().to_string());
+                continue;
+            }
+            "distances" => {
+                let base: f64 = n
+                    .attribute("latency_base")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(1.0);
+                let nb = attr_u64(&n, "nbobjs").unwrap_or(0) as usize;
+                let vals: Vec<f64> = n
+                    .children()
+                    .filter(|c| c.has_tag_name("latency"))
+                    .filter_map(|c| c.attribute("value").and_then(|v| v.parse().ok()))
+                    .collect();
+                s.v1_distances.push((base, nb, vals));
+                continue;
+            }
+            _ => continue,
+        }
+        let ty = n.attribute("type").unwrap_or("");
+        let cpuset = cpuset_of(&n, origin)?;
+        if let (Some(gp), Some(cs)) = (attr_u64(&n, "gp_index"), &cpuset) {
+            s.gp_cpusets.insert(gp, cs.clone());
+        }
+        let os_index = || {
+            n.attribute("os_index")
+                .and_then(|v| v.parse::<u32>().ok())
+                .ok_or_else(|| hw(format!("object {} has no numeric os_index", describe(&n))))
+        };
+        match ty {
+            "Machine" if !saw_machine => {
+                saw_machine = true;
+                let bm = |name: &str| -> Result<Option<Bitmap>, MachineError> {
+                    n.attribute(name)
+                        .map(Bitmap::parse)
+                        .transpose()
+                        .map_err(|e| hw(format!("Machine object: {e}")))
+                };
+                s.allowed_cpus = bm("allowed_cpuset")?;
+                s.allowed_nodes = bm("allowed_nodeset")?;
+                s.machine_mem = attr_u64(&n, "local_memory");
+            }
+            "PU" => {
+                s.pus.insert(os_index()?);
+            }
+            "Core" => s.cores.push(cpuset.unwrap_or_default()),
+            "Package" | "Socket" => s.packages.push(cpuset.unwrap_or_default()),
+            "NUMANode" => {
+                // hwloc 2 puts the locality on the node; hwloc 1 files always have it too, but
+                // fall back to the parent's cpuset if a hand-edited file lacks it.
+                let cs = match cpuset {
+                    Some(c) => c,
+                    None => match n.parent_element() {
+                        Some(p) => cpuset_of(&p, origin)?.unwrap_or_default(),
+                        None => BTreeSet::new(),
+                    },
+                };
+                s.numa.push(NumaObj {
+                    os_index: os_index()?,
+                    gp_index: attr_u64(&n, "gp_index"),
+                    cpuset: cs,
+                    mem_bytes: attr_u64(&n, "local_memory"),
+                    subtype: n.attribute("subtype").map(str::to_string),
+                });
+            }
+            "OSDev" => {
+                let name = n.attribute("name").unwrap_or("?");
+                let subtype = n.attribute("subtype").unwrap_or("");
+                if subtype == "CXLMem" || name.starts_with("dax") {
+                    let sizes: Vec<String> = n
+                        .children()
+                        .filter(|c| c.has_tag_name("info"))
+                        .filter(|c| {
+                            c.attribute("name")
+                                .is_some_and(|k| k.ends_with("Size") && k != "SectorSize")
+                        })
+                        .filter_map(|c| {
+                            Some(format!(
+                                "{} {}",
+                                c.attribute("name")?,
+                                c.attribute("value")?
+                            ))
+                        })
+                        .collect();
+                    s.memory_devices.push(format!(
+                        "{name} ({subtype}{}{})",
+                        if sizes.is_empty() { "" } else { ", " },
+                        sizes.join(", ")
+                    ));
+                }
+            }
+            t if t.ends_with("Cache") => {
+                // Level: the `depth` attribute (hwloc 1 "Cache" objects and hwloc 2 alike),
+                // else the type name (L2Cache, L3Cache). Instruction caches are skipped.
+                let level = attr_u64(&n, "depth").map(|d| d as u32).or_else(|| {
+                    t.strip_prefix('L').and_then(|r| {
+                        r.trim_end_matches("Cache")
+                            .trim_end_matches('i')
+                            .parse()
+                            .ok()
+                    })
+                });
+                let instruction = n.attribute("cache_type") == Some("2") || t.ends_with("iCache");
+                if let (Some(level), false) = (level, instruction) {
+                    s.caches.push(CacheObj {
+                        level,
+                        bytes: attr_u64(&n, "cache_size").unwrap_or(0),
+                        associativity: n
+                            .attribute("cache_associativity")
+                            .and_then(|v| v.parse().ok())
+                            .unwrap_or(0),
+                        cpuset: cpuset.unwrap_or_default(),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    if s.pus.is_empty() {
+        return Err(hw(
+            "the file has no PU objects (logical CPUs); expected the output of `lstopo --of xml` for a whole machine".to_string(),
+        ));
+    }
+    Ok(s)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Distances and memory attributes
+// ---------------------------------------------------------------------------------------------
+
+/// The NUMA latency matrix of the file over `kept` NUMA objects (by position in `scan.numa`),
+/// or None with a note.
+fn distance_matrix(
+    doc: &roxmltree::Document,
+    s: &Scan,
+    kept: &[usize],
+    origin: &str,
+    notes: &mut Vec<String>,
+) -> Result<Option<Vec<Vec<u32>>>, MachineError> {
+    let hw = |problem: String| MachineError::Hwloc {
+        origin: origin.to_string(),
+        problem,
+    };
+    // hwloc 2.x: prefer the block named NUMALatency, else any latency-kind NUMANode block.
+    let blocks: Vec<roxmltree::Node> = doc
+        .root_element()
+        .descendants()
+        .filter(|n| n.has_tag_name("distances2") && n.attribute("type") == Some("NUMANode"))
+        .collect();
+    let kind = |n: &roxmltree::Node| attr_u64(n, "kind").unwrap_or(0);
+    let chosen = blocks
+        .iter()
+        .find(|n| n.attribute("name") == Some("NUMALatency"))
+        .or_else(|| {
+            blocks
+                .iter()
+                .find(|n| kind(n) & 4 != 0 && kind(n) & 16 == 0)
+        });
+    if let Some(b) = chosen {
+        let name = b.attribute("name").unwrap_or("(unnamed)");
+        let nb = attr_u64(b, "nbobjs")
+            .ok_or_else(|| hw(format!("distances2 '{name}' has no nbobjs")))?
+            as usize;
+        let numbers = |tag: &str| -> Result<Vec<u64>, MachineError> {
+            let mut v = Vec::new();
+            for c in b.children().filter(|c| c.has_tag_name(tag)) {
+                for w in c.text().unwrap_or("").split_whitespace() {
+                    v.push(w.parse().map_err(|_| {
+                        hw(format!(
+                            "distances2 '{name}': <{tag}> holds '{w}', not a number"
+                        ))
+                    })?);
+                }
+            }
+            Ok(v)
+        };
+        let indexes = numbers("indexes")?;
+        let values = numbers("u64values")?;
+        if indexes.len() != nb || values.len() != nb * nb {
+            return Err(hw(format!(
+                "distances2 '{name}': {} indexes and {} values for nbobjs = {nb}; expected {nb} indexes and {} values",
+                indexes.len(),
+                values.len(),
+                nb * nb
+            )));
+        }
+        let by_gp = b.attribute("indexing") == Some("gp");
+        let pos_of = |o: &NumaObj| {
+            let key = if by_gp {
+                o.gp_index
+            } else {
+                Some(u64::from(o.os_index))
+            };
+            key.and_then(|k| indexes.iter().position(|&i| i == k))
+        };
+        let pos: Option<Vec<usize>> = kept.iter().map(|&k| pos_of(&s.numa[k])).collect();
+        let Some(pos) = pos else {
+            notes.push(format!(
+                "the distance matrix '{name}' does not cover every allowed node: ignored"
+            ));
+            return Ok(None);
+        };
+        let m = pos
+            .iter()
+            .map(|&i| {
+                pos.iter()
+                    .map(|&j| u32::try_from(values[i * nb + j]).unwrap_or(u32::MAX))
+                    .collect()
+            })
+            .collect();
+        return Ok(Some(m));
+    }
+    // hwloc 1.x: normalised latencies × latency_base, over all NUMA nodes in document order.
+    if let Some((base, nb, vals)) = s
+        .v1_distances
+        .iter()
+        .find(|(_, nb, _)| *nb == s.numa.len() && *nb > 0)
+    {
+        if vals.len() != nb * nb {
+            return Err(hw(format!(
+                "<distances nbobjs=\"{nb}\">: {} latency values; expected {}",
+                vals.len(),
+                nb * nb
+            )));
+        }
+        let m = kept
+            .iter()
+            .map(|&i| {
+                kept.iter()
+                    .map(|&j| (vals[i * nb + j] * base).round() as u32)
+                    .collect()
+            })
+            .collect();
+        return Ok(Some(m));
+    }
+    if !s.v1_distances.is_empty() {
+        notes
+            .push("the hwloc 1.x distance blocks do not cover the NUMA nodes: ignored".to_string());
+    }
+    Ok(None)
+}
+
+/// Values of one memory attribute: (initiator node, target node) → value, both dense ids.
+type PairValues = HashMap<(usize, usize), f64>;
+
+/// Read memory attributes `names` (the first one present wins) for the kept nodes.
+fn memattr(
+    doc: &roxmltree::Document,
+    s: &Scan,
+    names: &[&str],
+    gp_to_node: &HashMap<u64, usize>,
+    node_cpus: &[BTreeSet<u32>],
+    origin: &str,
+) -> Result<(Option<String>, PairValues), MachineError> {
+    for name in names {
+        let Some(attr) = doc
+            .root_element()
+            .children()
+            .find(|n| n.has_tag_name("memattr") && n.attribute("name") == Some(name))
+        else {
+            continue;
+        };
+        // For each pair keep the value of the most specific initiator (fewest PUs).
+        let mut best: HashMap<(usize, usize), (usize, f64)> = HashMap::new();
+        for v in attr.children().filter(|c| c.has_tag_name("memattr_value")) {
+            if v.attribute("target_obj_type")
+                .is_some_and(|t| t != "NUMANode")
+            {
+                continue;
+            }
+            let Some(target) =
+                attr_u64(&v, "target_obj_gp_index").and_then(|g| gp_to_node.get(&g).copied())
+            else {
+                continue;
+            };
+            let Some(value) = v.attribute("value").and_then(|x| x.parse::<f64>().ok()) else {
+                return Err(MachineError::Hwloc {
+                    origin: origin.to_string(),
+                    problem: format!("memattr '{name}': a memattr_value without a numeric value"),
+                });
+            };
+            let initiator: Option<BTreeSet<u32>> = if let Some(cs) = v.attribute("initiator_cpuset")
+            {
+                Some(
+                    Bitmap::parse(cs)
+                        .map_err(|e| MachineError::Hwloc {
+                            origin: origin.to_string(),
+                            problem: format!("memattr '{name}': {e}"),
+                        })?
+                        .bits,
+                )
+            } else if let Some(gp) = attr_u64(&v, "initiator_obj_gp_index") {
+                match s.gp_cpusets.get(&gp) {
+                    Some(cs) => Some(cs.clone()),
+                    None => continue, // an initiator object this file does not have
+                }
+            } else {
+                None
+            };
+            for (src, cpus) in node_cpus.iter().enumerate() {
+                if cpus.is_empty() {
+                    continue;
+                }
+                let spec = match &initiator {
+                    None => usize::MAX,
+                    Some(i)
+                        if !i.is_disjoint(cpus) && (i.is_subset(cpus) || i.is_superset(cpus)) =>
+                    {
+                        i.len()
+                    }
+                    Some(_) => continue,
+                };
+                let e = best.entry((src, target)).or_insert((spec, value));
+                if spec < e.0 {
+                    *e = (spec, value);
+                }
+            }
+        }
+        return Ok((
+            Some(name.to_string()),
+            best.into_iter().map(|(k, (_, v))| (k, v)).collect(),
+        ));
+    }
+    Ok((None, HashMap::new()))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The import
+// ---------------------------------------------------------------------------------------------
+
+/// Import XML text without refusing underivable links.
+pub fn import_str_detailed(
+    xml: &str,
+    origin: &str,
+    id: &str,
+    d: &HwlocDefaults,
+) -> Result<Imported, MachineError> {
+    let hw = |problem: String| MachineError::Hwloc {
+        origin: origin.to_string(),
+        problem,
+    };
+    let opts = roxmltree::ParsingOptions {
+        allow_dtd: true,
+        ..Default::default()
+    };
+    let doc =
+        roxmltree::Document::parse_with_options(xml, opts).map_err(|e| MachineError::Parse {
+            origin: origin.to_string(),
+            message: format!("not well-formed XML: {e}"),
+        })?;
+    let s = scan(&doc, origin)?;
+    let mut notes = Vec::new();
+
+    // Allowed PUs and nodes.
+    let pus: BTreeSet<u32> = s
+        .pus
+        .iter()
+        .copied()
+        .filter(|p| match &s.allowed_cpus {
+            Some(a) => a.contains(*p),
+            None => true,
+        })
+        .collect();
+    let disallowed_pus: Vec<u32> = s.pus.difference(&pus).copied().collect();
+    if !disallowed_pus.is_empty() {
+        notes.push(format!(
+            "CPUs {} are disallowed (allowed_cpuset) and left out",
+            list(&disallowed_pus)
+        ));
+    }
+    if pus.is_empty() {
+        return Err(hw(
+            "no PU is allowed by the Machine object's allowed_cpuset".to_string(),
+        ));
+    }
+    let mut numa: Vec<(usize, &NumaObj)> = s.numa.iter().enumerate().collect();
+    numa.sort_by_key(|(_, o)| o.os_index);
+    let disallowed_nodes: Vec<u32> = numa
+        .iter()
+        .filter(|(_, o)| {
+            s.allowed_nodes
+                .as_ref()
+                .is_some_and(|a| !a.contains(o.os_index))
+        })
+        .map(|(_, o)| o.os_index)
+        .collect();
+    if !disallowed_nodes.is_empty() {
+        notes.push(format!(
+            "NUMA nodes {} are disallowed (allowed_nodeset) and left out",
+            list(&disallowed_nodes)
+        ));
+    }
+    numa.retain(|(_, o)| !disallowed_nodes.contains(&o.os_index));
+    if !s.numa.is_empty() && numa.is_empty() {
+        return Err(hw(
+            "every NUMA node is disallowed by the Machine object's allowed_nodeset".to_string(),
+        ));
+    }
+    let single = numa.is_empty();
+    if single {
+        notes.push("the file has no NUMANode objects: one node holds every CPU".to_string());
+    }
+    let kept: Vec<usize> = numa.iter().map(|(i, _)| *i).collect();
+    let n = if single { 1 } else { kept.len() };
+
+    // Each PU goes to the most local node containing it: the smallest locality, then nodes
+    // without a subtype (DRAM before HBM / CXL / NVM), then the lowest OS index.
+    let mut cpus: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); n];
+    let mut homeless = Vec::new();
+    for &p in &pus {
+        if single {
+            cpus[0].insert(p);
+            continue;
+        }
+        let best = numa
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, o))| o.cpuset.contains(&p))
+            .min_by_key(|(_, (_, o))| (o.cpuset.len(), o.subtype.is_some(), o.os_index));
+        match best {
+            Some((i, _)) => {
+                cpus[i].insert(p);
+            }
+            None => homeless.push(p),
+        }
+    }
+    if !homeless.is_empty() {
+        notes.push(format!(
+            "CPUs {} are allowed but their NUMA node is not (or absent): left out, the model has no local memory for them",
+            list(&homeless)
+        ));
+    }
+    if cpus.iter().all(BTreeSet::is_empty) {
+        return Err(hw(
+            "no allowed CPU is local to an allowed NUMA node".to_string()
+        ));
+    }
+
+    // Memory.
+    let mem: Vec<u64> = if single {
+        vec![s.machine_mem.unwrap_or_else(|| {
+            notes.push(format!(
+                "no memory size in the file: {} bytes assumed",
+                d.mem_bytes_when_missing
+            ));
+            d.mem_bytes_when_missing
+        })]
+    } else {
+        let missing: Vec<u32> = numa
+            .iter()
+            .filter(|(_, o)| o.mem_bytes.is_none())
+            .map(|(_, o)| o.os_index)
+            .collect();
+        if !missing.is_empty() {
+            notes.push(format!(
+                "NUMA nodes {} have no local_memory: {} bytes assumed",
+                list(&missing),
+                d.mem_bytes_when_missing
+            ));
+        }
+        numa.iter()
+            .map(|(_, o)| o.mem_bytes.unwrap_or(d.mem_bytes_when_missing))
+            .collect()
+    };
+
+    // SMT: PUs per core over the cores that keep a PU.
+    let kept_pus: BTreeSet<u32> = cpus.iter().flatten().copied().collect();
+    let core_sizes: Vec<usize> = s
+        .cores
+        .iter()
+        .map(|c| c.intersection(&kept_pus).count())
+        .filter(|&k| k > 0)
+        .collect();
+    let smt = if core_sizes.is_empty() {
+        1
+    } else {
+        ((core_sizes.iter().sum::<usize>() as f64 / core_sizes.len() as f64).round() as u32).max(1)
+    };
+
+    // Caches.
+    let ways_of = |c: &CacheObj, bytes: u64| -> u32 {
+        match c.associativity {
+            a if a < 0 => (bytes / 64).max(1) as u32,
+            0 => d.cache_ways_when_unknown,
+            a => a as u32,
+        }
+    };
+    let core_of = |p: u32| s.cores.iter().find(|c| c.contains(&p));
+    let first = *kept_pus.iter().next().expect("some CPU is kept");
+    let private = s
+        .caches
+        .iter()
+        .filter(|c| c.level >= 2 && c.bytes > 0 && c.cpuset.contains(&first))
+        .filter(|c| match core_of(first) {
+            Some(core) => c.cpuset.is_subset(core),
+            None => c.cpuset.len() == 1,
+        })
+        .max_by_key(|c| c.level);
+    // No cache private to one core: a shared L2 under a higher level (Bulldozer modules,
+    // Atom clusters) is still the closest filter a core has, so it is modelled per core.
+    let private = private.or_else(|| {
+        let top = s
+            .caches
+            .iter()
+            .filter(|c| c.cpuset.contains(&first))
+            .map(|c| c.level)
+            .max()?;
+        let l2 = s
+            .caches
+            .iter()
+            .find(|c| c.level == 2 && c.bytes > 0 && c.cpuset.contains(&first) && top > 2)?;
+        notes.push(
+            "the L2 is shared by several cores: modelled as each core's private cache".to_string(),
+        );
+        Some(l2)
+    });
+    let (private_cache, private_level) = match private {
+        Some(c) => (
+            CacheGeom {
+                bytes: c.bytes,
+                ways: ways_of(c, c.bytes),
+            },
+            c.level,
+        ),
+        None => {
+            notes.push(
+                "no per-core L2 cache in the file: the default private cache is assumed"
+                    .to_string(),
+            );
+            (d.private_cache.clone(), 1)
+        }
+    };
+    let mut llcs: Vec<Option<CacheGeom>> = Vec::with_capacity(n);
+    for (i, node_cpus) in cpus.iter().enumerate() {
+        if node_cpus.is_empty() {
+            llcs.push(None);
+            continue;
+        }
+        // The node's full locality (disallowed CPUs included) sets its share of a shared LLC.
+        let locality: BTreeSet<u32> = if single {
+            s.pus.clone()
+        } else {
+            numa[i].1.cpuset.clone()
+        };
+        let candidates: Vec<&CacheObj> = s
+            .caches
+            .iter()
+            .filter(|c| c.level > private_level && c.bytes > 0 && !c.cpuset.is_disjoint(node_cpus))
+            .collect();
+        let Some(level) = candidates.iter().map(|c| c.level).max() else {
+            llcs.push(None);
+            continue;
+        };
+        let mut bytes = 0u64;
+        let mut ways = 0;
+        for c in candidates.iter().filter(|c| c.level == level) {
+            let share = c.cpuset.intersection(&locality).count().max(1) as f64
+                / c.cpuset.len().max(1) as f64;
+            bytes += (c.bytes as f64 * share.min(1.0)) as u64;
+            ways = ways_of(c, c.bytes);
+        }
+        bytes -= bytes % 64;
+        let ways = ways.min((bytes / 64).max(1) as u32);
+        llcs.push(Some(CacheGeom { bytes, ways }));
+    }
+    if llcs
+        .iter()
+        .zip(&cpus)
+        .any(|(l, c)| l.is_none() && !c.is_empty())
+    {
+        notes.push(
+            "some CPU nodes have no shared cache above the private one: llc = none".to_string(),
+        );
+    }
+
+    // Distances and hop structure.
+    let matrix = if single {
+        None
+    } else {
+        distance_matrix(&doc, &s, &kept, origin, &mut notes)?
+    };
+    let distances = match &matrix {
+        Some(m) => m.clone(),
+        None if n == 1 => vec![vec![10]],
+        None => {
+            notes.push(format!(
+                "no distance matrix: a full mesh is assumed, distances 10 / {}",
+                d.remote_distance_when_missing
+            ));
+            (0..n)
+                .map(|i| {
+                    (0..n)
+                        .map(|j| {
+                            if i == j {
+                                10
+                            } else {
+                                d.remote_distance_when_missing
+                            }
+                        })
+                        .collect()
+                })
+                .collect()
+        }
+    };
+    let cpu_nodes: Vec<usize> = (0..n).filter(|&i| !cpus[i].is_empty()).collect();
+    let mem_nodes: Vec<usize> = (0..n).filter(|&i| cpus[i].is_empty()).collect();
+    let mut pairs: Vec<(usize, usize)> = Vec::new();
+    let mut link_problem = None;
+    // Between CPU nodes.
+    let remote: BTreeSet<u32> = cpu_nodes
+        .iter()
+        .flat_map(|&i| {
+            cpu_nodes
+                .iter()
+                .filter(move |&&j| j != i)
+                .map(move |&j| (i, j))
+        })
+        .map(|(i, j)| distances[i][j])
+        .collect();
+    let one_hop = remote.iter().next().copied();
+    for (x, &i) in cpu_nodes.iter().enumerate() {
+        for &j in &cpu_nodes[x + 1..] {
+            if matrix.is_none()
+                || remote.len() <= 1
+                || Some(distances[i][j]) == one_hop
+                || Some(distances[j][i]) == one_hop
+            {
+                pairs.push((i, j));
+            }
+        }
+    }
+    if matrix.is_some() && remote.len() > 1 {
+        let tiers: Vec<u32> = remote.iter().copied().collect();
+        let hops = bfs_hops(n, &pairs);
+        'check: for &i in &cpu_nodes {
+            for &j in &cpu_nodes {
+                if i == j {
+                    continue;
+                }
+                let tier = tiers
+                    .iter()
+                    .position(|&t| t == distances[i][j])
+                    .expect("every remote value is a tier")
+                    + 1;
+                let h = hops[i][j];
+                if h == usize::MAX || h > tier {
+                    let os = |k: usize| numa[k].1.os_index;
+                    link_problem = Some(format!(
+                        "OS nodes {} and {} are at distance {} ({} hops by the matrix's tiers {:?}) but {}",
+                        os(i),
+                        os(j),
+                        distances[i][j],
+                        tier,
+                        tiers,
+                        if tier == 2 {
+                            "have no common one-hop neighbour".to_string()
+                        } else {
+                            format!("are {} one-hop links apart", if h == usize::MAX { "not connected by".to_string() } else { h.to_string() })
+                        }
+                    ));
+                    break 'check;
+                }
+            }
+        }
+    }
+    // CPU-less nodes hang off the CPU node(s) nearest to them: by distance, else by locality,
+    // else every CPU node.
+    for &m in &mem_nodes {
+        let near: Vec<usize> = if matrix.is_some() {
+            let best = cpu_nodes
+                .iter()
+                .map(|&c| distances[c][m])
+                .min()
+                .unwrap_or(0);
+            cpu_nodes
+                .iter()
+                .copied()
+                .filter(|&c| distances[c][m] == best)
+                .collect()
+        } else {
+            let loc = &numa[m].1.cpuset;
+            let v: Vec<usize> = cpu_nodes
+                .iter()
+                .copied()
+                .filter(|&c| !cpus[c].is_disjoint(loc))
+                .collect();
+            if v.is_empty() {
+                cpu_nodes.clone()
+            } else {
+                v
+            }
+        };
+        pairs.extend(near.into_iter().map(|c| (c.min(m), c.max(m))));
+    }
+    if !mem_nodes.is_empty() {
+        notes.push(format!(
+            "CPU-less memory nodes {} are linked to their nearest CPU nodes",
+            list(
+                &mem_nodes
+                    .iter()
+                    .map(|&m| numa[m].1.os_index)
+                    .collect::<Vec<_>>()
+            )
+        ));
+    }
+
+    if !s.memory_devices.is_empty() {
+        notes.push(format!(
+            "memory devices that are not NUMA nodes (not onlined as system RAM) are not modelled: {}; \
+             online them and re-run lstopo, or add CPU-less [[node]] tables in a TOML override",
+            s.memory_devices.join("; ")
+        ));
+    }
+
+    // Memory attributes.
+    let gp_to_node: HashMap<u64, usize> = if single {
+        HashMap::new()
+    } else {
+        numa.iter()
+            .enumerate()
+            .filter_map(|(i, (_, o))| o.gp_index.map(|g| (g, i)))
+            .collect()
+    };
+    let (lat_name, lat) = memattr(
+        &doc,
+        &s,
+        &["Latency", "ReadLatency"],
+        &gp_to_node,
+        &cpus,
+        origin,
+    )?;
+    let (bw_name, bw_mibps) = memattr(
+        &doc,
+        &s,
+        &["Bandwidth", "ReadBandwidth"],
+        &gp_to_node,
+        &cpus,
+        origin,
+    )?;
+    let gbps = |mibps: f64| mibps * 1_048_576.0 / 1e9;
+    if let Some(name) = &lat_name {
+        notes.push(format!("latencies from the '{name}' memory attribute"));
+    }
+    if let Some(name) = &bw_name {
+        notes.push(format!(
+            "bandwidths from the '{name}' memory attribute (MiB/s)"
+        ));
+    }
+    let mut idle = vec![d.idle_local_ns; n];
+    let mut peak = vec![d.ctrl_peak_gbps; n];
+    for &c in &cpu_nodes {
+        if let Some(&v) = lat.get(&(c, c)) {
+            idle[c] = v;
+        }
+        if let Some(&v) = bw_mibps.get(&(c, c)) {
+            peak[c] = gbps(v);
+        }
+    }
+    for &m in &mem_nodes {
+        peak[m] = bw_mibps
+            .iter()
+            .filter(|((_, t), _)| *t == m)
+            .map(|(_, &v)| gbps(v))
+            .fold(None, |acc: Option<f64>, v| {
+                Some(acc.map_or(v, |a| a.max(v)))
+            })
+            .unwrap_or(d.memory_only_ctrl_peak_gbps);
+        // The device behaves as DRAM behind a link: its local latency is its nearest CPU
+        // node's, and the link's hop carries the extra latency the attributes show.
+        idle[m] = pairs
+            .iter()
+            .filter_map(|&(a, b)| {
+                if b == m {
+                    Some(a)
+                } else if a == m {
+                    Some(b)
+                } else {
+                    None
+                }
+            })
+            .map(|c| idle[c])
+            .fold(f64::INFINITY, f64::min);
+        if !idle[m].is_finite() {
+            idle[m] = d.idle_local_ns;
+        }
+    }
+    let links: Vec<Link> = pairs
+        .iter()
+        .map(|&(a, b)| {
+            let memory_only = cpus[a].is_empty() || cpus[b].is_empty();
+            let hops: Vec<f64> = [(a, b), (b, a)]
+                .iter()
+                .filter_map(|&(x, y)| lat.get(&(x, y)).map(|&l| (l - idle[y]).max(0.0)))
+                .collect();
+            let hop_ns = if hops.is_empty() {
+                if memory_only {
+                    d.memory_only_hop_ns
+                } else {
+                    d.hop_ns
+                }
+            } else {
+                hops.iter().sum::<f64>() / hops.len() as f64
+            };
+            let gbps_per_dir = [(a, b), (b, a)]
+                .iter()
+                .filter_map(|k| bw_mibps.get(k).map(|&v| gbps(v)))
+                .fold(None, |acc: Option<f64>, v| {
+                    Some(acc.map_or(v, |x| x.min(v)))
+                })
+                .unwrap_or(if memory_only {
+                    d.memory_only_link_gbps_per_dir
+                } else {
+                    d.link_gbps_per_dir
+                });
+            Link {
+                a: NodeId(a as u16),
+                b: NodeId(b as u16),
+                gbps_per_dir,
+                hop_ns,
+                next_hop_ns: None,
+            }
+        })
+        .collect();
+
+    // Assemble.
+    let identity = single
+        || numa
+            .iter()
+            .enumerate()
+            .all(|(i, (_, o))| o.os_index as usize == i);
+    let nodes_hw: Vec<NodeHw> = (0..n)
+        .map(|i| NodeHw {
+            llc: llcs[i].clone(),
+            ctrl_peak_gbps: peak[i],
+            idle_local_ns: idle[i],
+            curve: d.curve_shape.scaled(idle[i]),
+            os_index: if single {
+                None
+            } else {
+                Some(numa[i].1.os_index)
+            },
+        })
+        .collect();
+    let topology = Topology {
+        nodes: (0..n)
+            .map(|i| NodeInfo {
+                id: NodeId(i as u16),
+                cpus: cpus[i].iter().map(|&p| CpuId(p)).collect(),
+                mem_bytes: mem[i],
+            })
+            .collect(),
+        distances,
+        smt,
+    };
+    if !identity {
+        let map: Vec<String> = numa
+            .iter()
+            .enumerate()
+            .map(|(i, (_, o))| format!("{i}={}", o.os_index))
+            .collect();
+        notes.push(format!(
+            "nodes renumbered densely (id=OS index): {}",
+            map.join(", ")
+        ));
+    }
+    let cores = core_sizes.len();
+    let packages = s
+        .packages
+        .iter()
+        .filter(|p| !p.is_disjoint(&kept_pus))
+        .count();
+    let description = format!(
+        "{}imported from hwloc XML {origin} (format {}): {} NUMA node{}, {} package{}, {} cores, {} CPUs. Notes: {}",
+        s.cpu_model.as_ref().map(|m| format!("{m}, ")).unwrap_or_default(),
+        s.version,
+        n,
+        if n == 1 { "" } else { "s" },
+        packages,
+        if packages == 1 { "" } else { "s" },
+        cores,
+        kept_pus.len(),
+        if notes.is_empty() {
+            "none".to_string()
+        } else {
+            notes.join("; ")
+        }
+    );
+    let machine = Machine {
+        id: id.to_string(),
+        description,
+        source: format!(
+            "hwloc XML {origin}; figures hwloc does not give are numalab::machine::HwlocDefaults (E, docs/machine-format.md)"
+        ),
+        topology,
+        core: CoreParams {
+            ghz: d.ghz,
+            concurrency_lines: d.concurrency_lines,
+            private_cache,
+            private_hit_ns: d.private_hit_ns,
+            llc_hit_ns: d.llc_hit_ns,
+            tlb: d.tlb.clone(),
+        },
+        nodes: nodes_hw,
+        links,
+        link_shape: d.link_shape.clone(),
+        link_coherence_overhead: d.link_coherence_overhead,
+        os: d.os.clone(),
+    };
+    Ok(Imported {
+        machine,
+        link_problem,
+        notes,
+    })
+}
+
+/// Hop counts over undirected `pairs` (usize::MAX: unreachable).
+fn bfs_hops(n: usize, pairs: &[(usize, usize)]) -> Vec<Vec<usize>> {
+    let mut adj = vec![Vec::new(); n];
+    for &(a, b) in pairs {
+        adj[a].push(b);
+        adj[b].push(a);
+    }
+    (0..n)
+        .map(|src| {
+            let mut h = vec![usize::MAX; n];
+            h[src] = 0;
+            let mut q = std::collections::VecDeque::from([src]);
+            while let Some(v) = q.pop_front() {
+                for &w in &adj[v] {
+                    if h[w] == usize::MAX {
+                        h[w] = h[v] + 1;
+                        q.push_back(w);
+                    }
+                }
+            }
+            h
+        })
+        .collect()
+}
+
+/// `0-1,12-15` for a list of ids.
+fn list(ids: &[u32]) -> String {
+    crate::cpulist::format(&ids.iter().map(|&i| CpuId(i)).collect::<Vec<_>>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bitmaps() {
+        let b = Bitmap::parse("0x0000f06f").unwrap();
+        assert_eq!(
+            b.bits.iter().copied().collect::<Vec<_>>(),
+            vec![0, 1, 2, 3, 5, 6, 12, 13, 14, 15]
+        );
+        let b = Bitmap::parse("0x00000001,0x80000000").unwrap();
+        assert_eq!(b.bits.iter().copied().collect::<Vec<_>>(), vec![31, 32]);
+        let b = Bitmap::parse("0xf...f,0x00000003").unwrap();
+        assert!(b.contains(0) && b.contains(1) && !b.contains(2) && b.contains(40));
+        assert!(Bitmap::parse("0x0").unwrap().bits.is_empty());
+        assert!(Bitmap::parse("0xzz").is_err());
+    }
+}

@@ -1,0 +1,409 @@
+//! hwloc XML import: one test per real file in tests/data/hwloc/ (copies of
+//! /work/shared/data/hwloc-xml, see its README), plus hand-made fixtures in tests/data/fixtures/.
+
+use numalab_core::{CpuId, NodeId};
+use numalab_machine::hwloc::{import_file, import_str, HwlocDefaults};
+use numalab_machine::{load, Curve, Machine, MachineError};
+use std::path::PathBuf;
+
+const GIB: u64 = 1 << 30;
+
+fn path(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(rel)
+}
+
+fn import(rel: &str) -> Machine {
+    let m =
+        import_file(&path(rel), &HwlocDefaults::default()).unwrap_or_else(|e| panic!("{rel}: {e}"));
+    m.validate().unwrap();
+    // The CLI path gives the same machine.
+    assert_eq!(load(path(rel).to_str().unwrap()).unwrap(), m);
+    m
+}
+
+fn cpus(m: &Machine, node: usize) -> Vec<u32> {
+    m.topology.nodes[node].cpus.iter().map(|c| c.0).collect()
+}
+
+fn idle(m: &Machine, from: u16, to: u16) -> f64 {
+    m.idle_latency_ns(&m.routes().unwrap(), NodeId(from), NodeId(to))
+}
+
+fn link(m: &Machine, a: u16, b: u16) -> &numalab_machine::Link {
+    m.links
+        .iter()
+        .find(|l| (l.a.0, l.b.0) == (a, b) || (l.a.0, l.b.0) == (b, a))
+        .unwrap_or_else(|| panic!("no link {a}-{b} in {:?}", m.links))
+}
+
+#[test]
+fn every_real_file_imports() {
+    let mut n = 0;
+    for entry in std::fs::read_dir(path("hwloc")).unwrap() {
+        let p = entry.unwrap().path();
+        if p.extension().is_some_and(|e| e == "xml") {
+            let m = import_file(&p, &HwlocDefaults::default())
+                .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            assert!(m.topology.num_cpus() > 0);
+            assert!(m.id.starts_with("hwloc-"));
+            n += 1;
+        }
+    }
+    assert_eq!(n, 6);
+}
+
+#[test]
+fn amd64_8n2c_cpusets_leaves_out_disallowed_cpus_and_nodes() {
+    let m = import("hwloc/16amd64-8n2c-cpusets.xml");
+    // allowed_nodeset 0x3e: OS nodes 1-5, renumbered 0-4 with their OS index kept.
+    assert_eq!(m.topology.num_nodes(), 5);
+    assert_eq!(
+        m.nodes.iter().map(|n| n.os_index).collect::<Vec<_>>(),
+        vec![Some(1), Some(2), Some(3), Some(4), Some(5)]
+    );
+    // allowed_cpuset 0xf06f: PUs 0-3, 5-6, 12-15; PUs 0-1 and 12-15 sit on disallowed nodes
+    // 0, 6, 7, so they have no local memory and are left out.
+    assert_eq!(cpus(&m, 0), vec![2, 3]);
+    assert_eq!(cpus(&m, 1), vec![5]);
+    assert_eq!(cpus(&m, 2), vec![6]);
+    assert_eq!(m.topology.num_cpus(), 4);
+    for c in [0, 1, 4, 7, 12, 15] {
+        assert_eq!(m.topology.node_of_cpu(CpuId(c)), None, "CPU {c}");
+    }
+    // OS nodes 4 and 5 have memory and no CPUs.
+    for i in [3, 4] {
+        assert!(m.topology.nodes[i].cpus.is_empty());
+        assert!(m.nodes[i].llc.is_none());
+    }
+    assert!(m.topology.nodes.iter().all(|n| n.mem_bytes == 8 * GIB));
+    // The matrix over OS nodes 1-5 is 10 / 20: a full mesh of the CPU nodes, the memory-only
+    // nodes linked to every (equally near) CPU node.
+    for i in 0..5 {
+        for j in 0..5 {
+            assert_eq!(m.topology.distances[i][j], if i == j { 10 } else { 20 });
+        }
+    }
+    assert_eq!(m.links.len(), 3 + 2 * 3);
+    assert_eq!(m.topology.smt, 1);
+    // K8-era Opteron: a 1 MiB L2 per core (associativity unknown: the default 16 ways), no L3.
+    assert_eq!(
+        (m.core.private_cache.bytes, m.core.private_cache.ways),
+        (1 << 20, 16)
+    );
+    assert!(m.nodes[..3].iter().all(|n| n.llc.is_none()));
+    let d = &m.description;
+    assert!(d.contains("NUMA nodes") || d.contains("renumbered"), "{d}");
+    assert!(d.contains("0-1,12-15"), "{d}");
+    assert!(d.contains("0=1") && d.contains("4=5"), "{d}");
+}
+
+#[test]
+fn em64t_4s2c2t_is_one_node_with_smt_and_four_llcs() {
+    let m = import("hwloc/16em64t-4s2c2t.xml");
+    assert_eq!(m.topology.num_nodes(), 1);
+    assert_eq!(cpus(&m, 0), (0..16).collect::<Vec<_>>());
+    assert_eq!(m.topology.smt, 2);
+    // No local_memory in the file: the documented default, said in the description.
+    assert_eq!(
+        m.topology.nodes[0].mem_bytes,
+        HwlocDefaults::default().mem_bytes_when_missing
+    );
+    assert!(
+        m.description.contains("no local_memory"),
+        "{}",
+        m.description
+    );
+    // One node spanning 4 packages: their four 4 MiB L3s.
+    assert_eq!(m.nodes[0].llc.as_ref().unwrap().bytes, 16 << 20);
+    assert_eq!(m.core.private_cache.bytes, 1 << 20);
+    assert_eq!(m.topology.distances, vec![vec![10]]);
+    assert!(m.links.is_empty());
+}
+
+#[test]
+fn em64t_2n6c2t_pci_westmere_like() {
+    let m = import("hwloc/24em64t-2n6c2t-pci.xml");
+    assert_eq!(m.topology.num_nodes(), 2);
+    assert_eq!(cpus(&m, 0), (0..24).step_by(2).collect::<Vec<_>>());
+    assert_eq!(cpus(&m, 1), (1..24).step_by(2).collect::<Vec<_>>());
+    assert_eq!(m.topology.nodes[0].mem_bytes, 19_316_633_600);
+    assert_eq!(m.topology.nodes[1].mem_bytes, 19_327_348_736);
+    assert_eq!(m.topology.smt, 2);
+    assert_eq!(m.topology.distances, vec![vec![10, 20], vec![20, 10]]);
+    let llc = m.nodes[1].llc.as_ref().unwrap();
+    assert_eq!((llc.bytes, llc.ways), (12 << 20, 16));
+    assert_eq!(
+        (m.core.private_cache.bytes, m.core.private_cache.ways),
+        (256 << 10, 8)
+    );
+    assert_eq!(m.links.len(), 1);
+    let d = HwlocDefaults::default();
+    assert_eq!(idle(&m, 0, 1), d.idle_local_ns + d.hop_ns);
+    assert_eq!(m.nodes[0].curve, d.curve_shape.scaled(d.idle_local_ns));
+}
+
+#[test]
+fn intel64_4n2t_memattrs_bandwidth_attribute() {
+    let m = import("hwloc/8intel64-4n2t-memattrs.xml");
+    assert_eq!(m.topology.num_nodes(), 4);
+    for n in 0..4 {
+        assert_eq!(cpus(&m, n), vec![2 * n as u32, 2 * n as u32 + 1]);
+        assert_eq!(m.topology.nodes[n].mem_bytes, GIB);
+    }
+    // No distance matrix: 10 / 20 and a full mesh.
+    assert_eq!(m.topology.distances[0][3], 20);
+    assert_eq!(m.links.len(), 6);
+    // The file's one standard attribute: Bandwidth 20 MiB/s to OS node 1 (gp_index 8) from
+    // initiator cpuset 0xff, i.e. from every node. It sets node 1's controller peak and the
+    // links into node 1; the custom attributes (foobar, barnoinit) are ignored.
+    let mib = 20.0 * 1_048_576.0 / 1e9;
+    assert_eq!(m.nodes[1].ctrl_peak_gbps, mib);
+    assert_eq!(link(&m, 0, 1).gbps_per_dir, mib);
+    assert_eq!(link(&m, 1, 3).gbps_per_dir, mib);
+    let d = HwlocDefaults::default();
+    assert_eq!(m.nodes[0].ctrl_peak_gbps, d.ctrl_peak_gbps);
+    assert_eq!(link(&m, 0, 2).gbps_per_dir, d.link_gbps_per_dir);
+    // No Latency attribute in this file: latencies are the defaults.
+    assert!(m.nodes.iter().all(|n| n.idle_local_ns == d.idle_local_ns));
+    assert_eq!(idle(&m, 2, 3), d.idle_local_ns + d.hop_ns);
+    assert!(
+        m.description.contains("'Bandwidth' memory attribute"),
+        "{}",
+        m.description
+    );
+}
+
+#[test]
+fn memattr_latencies_set_idle_and_hop_figures() {
+    let m = import("fixtures/4n-square-memattrs.xml");
+    // Latency (ns): local 80 on node 0, 85 elsewhere; one hop +40.
+    assert_eq!(m.nodes[0].idle_local_ns, 80.0);
+    assert_eq!(m.nodes[3].idle_local_ns, 85.0);
+    assert_eq!(m.nodes[3].curve, Curve::intel_shape().scaled(85.0));
+    assert_eq!(
+        m.links.len(),
+        4,
+        "a square: the 16s are links, the 22s 2 hops"
+    );
+    assert!(m.links.iter().all(|l| (l.hop_ns - 40.0).abs() < 1e-9));
+    assert_eq!(idle(&m, 1, 0), 120.0);
+    assert_eq!(idle(&m, 0, 3), 85.0 + 80.0);
+    // Bandwidth (MiB/s): 60 000 local, 19 073 remote.
+    assert!((m.nodes[2].ctrl_peak_gbps - 60_000.0 * 1_048_576.0 / 1e9).abs() < 1e-9);
+    assert!((link(&m, 0, 1).gbps_per_dir - 20.0).abs() < 1e-3);
+    assert!(m.description.contains("'Latency' memory attribute"));
+}
+
+#[test]
+fn cxl_memory_node_is_cpu_less_and_linked_to_its_package() {
+    let m = import("fixtures/2s-cxl-memattrs.xml");
+    assert_eq!(m.topology.num_nodes(), 3);
+    assert_eq!(cpus(&m, 0), vec![0, 1, 2, 3]);
+    assert_eq!(cpus(&m, 1), vec![4, 5, 6, 7]);
+    assert!(
+        m.topology.nodes[2].cpus.is_empty(),
+        "the CXL node shares package 0's locality but gets no CPUs"
+    );
+    assert!(m.nodes[2].llc.is_none());
+    assert_eq!(m.topology.nodes[2].mem_bytes, 64 * GIB);
+    assert_eq!(m.links.len(), 2);
+    assert_eq!(link(&m, 0, 2).hop_ns, 160.0);
+    assert_eq!(idle(&m, 0, 2), 250.0);
+    assert_eq!(idle(&m, 1, 2), 300.0);
+    assert_eq!(idle(&m, 0, 1), 140.0);
+    let r = m.routes().unwrap();
+    let gb = |mib: f64| mib * 1_048_576.0 / 1e9;
+    assert_eq!(m.nodes[2].ctrl_peak_gbps, gb(20_000.0));
+    assert_eq!(
+        m.peak_bandwidth_gbps(&r, NodeId(1), NodeId(2)),
+        gb(20_000.0)
+    );
+    assert_eq!(
+        m.peak_bandwidth_gbps(&r, NodeId(1), NodeId(0)),
+        gb(32_000.0)
+    );
+}
+
+#[test]
+fn cxlmem_dax_v2_devices_are_not_numa_nodes() {
+    // The CXL memory devices (mem0-mem3) and the DAX region dax0.0 of this file are not
+    // onlined as system RAM, so the OS has one NUMA node; the description lists the devices.
+    let m = import("hwloc/cxlmem+dax.v2.xml");
+    assert_eq!(m.topology.num_nodes(), 1);
+    assert_eq!(cpus(&m, 0), vec![0, 1, 2, 3]);
+    assert_eq!(m.topology.nodes[0].mem_bytes, 3_061_719_040);
+    assert_eq!(m.nodes[0].llc.as_ref().unwrap().bytes, 16 << 20);
+    assert_eq!(m.core.private_cache.bytes, 4 << 20);
+    for dev in [
+        "mem0",
+        "mem1",
+        "mem2",
+        "mem3",
+        "dax0.0",
+        "CXLRAMSize 262144KiB",
+    ] {
+        assert!(
+            m.description.contains(dev),
+            "{dev} missing from: {}",
+            m.description
+        );
+    }
+}
+
+#[test]
+fn this_ci_machine_one_node_two_cores() {
+    let m = import("hwloc/this-ci-machine-1n2c.xml");
+    assert_eq!(m.topology.num_nodes(), 1);
+    assert_eq!(cpus(&m, 0), vec![0, 1]);
+    assert_eq!(m.topology.nodes[0].mem_bytes, 6_671_249_408);
+    assert_eq!(m.topology.smt, 1);
+    let llc = m.nodes[0].llc.as_ref().unwrap();
+    assert_eq!((llc.bytes, llc.ways), (110_100_480, 15));
+    assert_eq!(
+        (m.core.private_cache.bytes, m.core.private_cache.ways),
+        (2 << 20, 16)
+    );
+    assert!(m.links.is_empty());
+    assert!(m.description.contains("Intel(R) Xeon(R) Processor"));
+}
+
+#[test]
+fn hwloc1_file_with_two_hop_tiers() {
+    let m = import("fixtures/v1-opteron6272-8n.xml");
+    assert_eq!(m.topology.num_nodes(), 8);
+    assert_eq!(cpus(&m, 6), vec![12, 13]);
+    assert_eq!(m.topology.nodes[0].mem_bytes, 64 * GIB);
+    // The NYU matrix: every pair at 16 is a link (18 of them, 5–7 included), every pair at 22
+    // has a common neighbour and is routed over 2 hops.
+    assert_eq!(m.topology.distances[0][3], 22);
+    assert_eq!(m.topology.distances[2][5], 16);
+    assert_eq!(m.links.len(), 18);
+    let d = HwlocDefaults::default();
+    let r = m.routes().unwrap();
+    for i in 0..8u16 {
+        for j in 0..8u16 {
+            let want = match m.topology.distances[i as usize][j as usize] {
+                10 => 0,
+                16 => 1,
+                _ => 2,
+            };
+            assert_eq!(r.hops(NodeId(i), NodeId(j)), want, "{i}->{j}");
+        }
+    }
+    assert_eq!(idle(&m, 0, 3), d.idle_local_ns + 2.0 * d.hop_ns);
+    // A module's shared 2 MiB L2 is each core's private cache; the L3 is the LLC.
+    assert_eq!(
+        (m.core.private_cache.bytes, m.core.private_cache.ways),
+        (2 << 20, 16)
+    );
+    let llc = m.nodes[0].llc.as_ref().unwrap();
+    assert_eq!((llc.bytes, llc.ways), (6 << 20, 48));
+    assert!(m.description.contains("format 1.x"));
+}
+
+#[test]
+fn underivable_links_are_refused_with_advice() {
+    let e = import_file(&path("fixtures/4n-line.xml"), &HwlocDefaults::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("4n-line.xml") && e.contains("OS nodes 0 and 3") && e.contains("replace_links"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_file_without_numa_nodes_is_one_node() {
+    let xml = r#"<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE topology SYSTEM "hwloc2.dtd">
+<topology version="2.0">
+  <object type="Machine" os_index="0" cpuset="0x0000000f" local_memory="8589934592">
+    <object type="Package" os_index="0" cpuset="0x0000000f">
+      <object type="Core" os_index="0" cpuset="0x00000003">
+        <object type="PU" os_index="0" cpuset="0x00000001"/>
+        <object type="PU" os_index="1" cpuset="0x00000002"/>
+      </object>
+      <object type="Core" os_index="1" cpuset="0x0000000c">
+        <object type="PU" os_index="2" cpuset="0x00000004"/>
+        <object type="PU" os_index="3" cpuset="0x00000008"/>
+      </object>
+    </object>
+  </object>
+</topology>"#;
+    let m = import_str(xml, "old.xml", "old", &HwlocDefaults::default()).unwrap();
+    assert_eq!(m.topology.num_nodes(), 1);
+    assert_eq!(cpus(&m, 0), vec![0, 1, 2, 3]);
+    assert_eq!(m.topology.smt, 2);
+    assert_eq!(m.topology.nodes[0].mem_bytes, 8 * GIB);
+    assert_eq!(m.nodes[0].os_index, None);
+    assert!(m.description.contains("no NUMANode objects"));
+}
+
+#[test]
+fn broken_files_give_clear_errors() {
+    let d = HwlocDefaults::default();
+    let e = import_str(
+        "<topology version='2.0'><object type='Machine'>",
+        "cut.xml",
+        "x",
+        &d,
+    )
+    .unwrap_err();
+    assert!(matches!(e, MachineError::Parse { .. }));
+    assert!(
+        e.to_string().starts_with("cut.xml: not well-formed XML"),
+        "{e}"
+    );
+    let e = import_str(
+        "<topology version='2.0'><object type='Machine' cpuset='0x1'/></topology>",
+        "empty.xml",
+        "x",
+        &d,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("empty.xml") && e.contains("no PU objects"),
+        "{e}"
+    );
+    let e = import_str("<html><body/></html>", "page.xml", "x", &d)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("page.xml") && e.contains("<topology>"), "{e}");
+    let e = import_str(
+        "<topology version='2.0'><object type='Machine' cpuset='0xzz'><object type='PU' os_index='0' cpuset='0x1'/></object></topology>",
+        "bits.xml",
+        "x",
+        &d,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("bits.xml") && e.contains("0xzz"), "{e}");
+    let bad_dist = r#"<topology version="2.0">
+  <object type="Machine" cpuset="0x3">
+    <object type="NUMANode" os_index="0" cpuset="0x1" local_memory="1073741824"/>
+    <object type="NUMANode" os_index="1" cpuset="0x2" local_memory="1073741824"/>
+    <object type="PU" os_index="0" cpuset="0x1"/>
+    <object type="PU" os_index="1" cpuset="0x2"/>
+  </object>
+  <distances2 type="NUMANode" nbobjs="2" kind="5" name="NUMALatency" indexing="os">
+    <indexes length="2">0 1</indexes>
+    <u64values length="3">10 20 20</u64values>
+  </distances2>
+</topology>"#;
+    let e = import_str(bad_dist, "dist.xml", "x", &d)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("dist.xml")
+            && e.contains("NUMALatency")
+            && e.contains("expected 2 indexes and 4 values"),
+        "{e}"
+    );
+    let e = import_file(&path("no-such.xml"), &d)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no-such.xml"), "{e}");
+}
