@@ -250,7 +250,7 @@ fn cpu_numbering_memory_and_smt() {
     let x = preset("xeon-x5650-2n").unwrap();
     assert_eq!((x.topology.smt, x.topology.num_cpus()), (2, 24));
     assert_eq!(x.topology.nodes[1].cpus.first(), Some(&CpuId(12)));
-    assert_eq!(x.core.concurrency_lines, 11.4);
+    assert_eq!(x.core.concurrency_lines, 16.0);
     assert_eq!(x.topology.nodes[0].mem_bytes, 12 * GIB);
 
     let b = preset("opteron8347he-4n").unwrap();

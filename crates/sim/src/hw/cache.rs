@@ -11,7 +11,8 @@
 //! clock into the way it touches, and a miss replaces the way with the smallest stamp (empty
 //! ways have stamp 0 and go first; wide sets find the oldest way four stamps at a time). When
 //! the clock reaches 2^31, the stamps of each set are renumbered by rank (order kept), once per
-//! 2^31 accesses.
+//! 2^31 accesses. Sets wider than 24 ways (large fully associative TLBs) keep true LRU as a
+//! doubly linked list per set instead, so that a miss finds its victim without a scan.
 //!
 //! Search: sets of up to 4 ways compare all their tags without branches; wider sets compare
 //! 16 fingerprints at once (SSE2) and check the full tag only where a fingerprint matches (a
@@ -202,6 +203,9 @@ fn lru_way_sse2(stamps: &[u32]) -> usize {
     best
 }
 
+/// Sets wider than this keep recency in a linked list instead of stamps (list mode).
+const STAMP_MAX_WAYS: usize = 24;
+
 /// Stamps are renumbered before the clock reaches this (so they fit a signed 32-bit lane).
 const STAMP_LIMIT: u32 = i32::MAX as u32;
 
@@ -238,8 +242,17 @@ pub(crate) struct WaySets {
     fps: Box<[u8]>,
     /// Metadata of each way, parallel to `tags`.
     meta: Box<[u8]>,
-    /// Age stamp of each way (0 = empty), parallel to `tags`.
+    /// Age stamp of each way (0 = empty), parallel to `tags`; empty in list mode.
     stamps: Box<[u32]>,
+    /// List mode (sets wider than `STAMP_MAX_WAYS`): recency is a doubly linked list per set,
+    /// most recent first, so the victim is found in O(1) rather than by scanning the stamps.
+    /// `next`/`prev` hold way numbers within the set; `head` (MRU) and `tail` (LRU) are per
+    /// set. Empty ways are kept at the tail. All four are empty in stamp mode.
+    list: bool,
+    next: Box<[u16]>,
+    prev: Box<[u16]>,
+    head: Box<[u16]>,
+    tail: Box<[u16]>,
     set_mask: u64,
     ways: usize,
     /// Next stamp; greater than every stamp in use (renumbered before it reaches
@@ -268,17 +281,86 @@ impl WaySets {
         } else {
             0
         };
-        WaySets {
+        let list = ways > STAMP_MAX_WAYS && ways <= 1 << 16;
+        let (n_stamps, n_links, n_ends) = if list {
+            (0, n, sets as usize)
+        } else {
+            (n, 0, 0)
+        };
+        let mut a = WaySets {
             tags: vec![EMPTY; n].into_boxed_slice(),
             fps: vec![0u8; fp_bytes].into_boxed_slice(),
             meta: vec![0u8; n].into_boxed_slice(),
-            stamps: vec![0u32; n].into_boxed_slice(),
+            stamps: vec![0u32; n_stamps].into_boxed_slice(),
+            list,
+            next: vec![0u16; n_links].into_boxed_slice(),
+            prev: vec![0u16; n_links].into_boxed_slice(),
+            head: vec![0u16; n_ends].into_boxed_slice(),
+            tail: vec![0u16; n_ends].into_boxed_slice(),
             set_mask: sets - 1,
             ways,
             clock: 1,
             last_key: EMPTY,
             last_idx: 0,
+        };
+        a.reset_lists();
+        a
+    }
+
+    /// List mode: every set's list back to ways 0, 1, ..., ways - 1 (all empty).
+    fn reset_lists(&mut self) {
+        let w = self.ways;
+        for (next, prev) in self
+            .next
+            .chunks_exact_mut(w)
+            .zip(self.prev.chunks_exact_mut(w))
+        {
+            for i in 0..w {
+                next[i] = (i + 1) as u16; // the tail's `next` is never read
+                prev[i] = i.wrapping_sub(1) as u16; // nor the head's `prev`
+            }
         }
+        self.head.fill(0);
+        self.tail.fill((w - 1) as u16);
+    }
+
+    /// List mode: makes way `i` of `set` the most recent.
+    #[inline(always)]
+    fn list_to_front(&mut self, set: usize, i: usize) {
+        let h = self.head[set] as usize;
+        if i == h {
+            return;
+        }
+        let base = set * self.ways;
+        let (p, n) = (self.prev[base + i], self.next[base + i]);
+        self.next[base + p as usize] = n;
+        if i == self.tail[set] as usize {
+            self.tail[set] = p;
+        } else {
+            self.prev[base + n as usize] = p;
+        }
+        self.next[base + i] = h as u16;
+        self.prev[base + h] = i as u16;
+        self.head[set] = i as u16;
+    }
+
+    /// List mode: makes way `i` of `set` the least recent (the next victim).
+    fn list_to_back(&mut self, set: usize, i: usize) {
+        let t = self.tail[set] as usize;
+        if i == t {
+            return;
+        }
+        let base = set * self.ways;
+        let (p, n) = (self.prev[base + i], self.next[base + i]);
+        self.prev[base + n as usize] = p;
+        if i == self.head[set] as usize {
+            self.head[set] = n;
+        } else {
+            self.next[base + p as usize] = n;
+        }
+        self.prev[base + i] = t as u16;
+        self.next[base + t] = i as u16;
+        self.tail[set] = i as u16;
     }
 
     #[inline(always)]
@@ -333,6 +415,9 @@ impl WaySets {
     #[inline(always)]
     fn access_set(&mut self, key: u64, bits: u64, meta: u8) -> WayAccess {
         let set = self.set_of(key);
+        if self.list {
+            return self.access_list(set, key, bits, meta);
+        }
         let mut now = self.clock;
         if now == STAMP_LIMIT {
             self.renumber();
@@ -376,6 +461,39 @@ impl WaySets {
         })
     }
 
+    /// [`Self::access_set`] in list mode.
+    #[inline]
+    fn access_list(&mut self, set: usize, key: u64, bits: u64, meta: u8) -> WayAccess {
+        let w = self.ways;
+        let (base, fb) = (set * w, set * fp_stride(w));
+        let found = find_in_set(
+            &self.fps[fb..fb + fp_stride(w)],
+            &self.tags[base..base + w],
+            key,
+        );
+        if let Some(i) = found {
+            self.tags[base + i] |= bits;
+            self.list_to_front(set, i);
+            return WayAccess {
+                hit: true,
+                idx: base + i,
+                victim_tag: 0,
+                victim_meta: 0,
+            };
+        }
+        let v = self.tail[set] as usize;
+        let victim_tag = std::mem::replace(&mut self.tags[base + v], key | bits);
+        let victim_meta = std::mem::replace(&mut self.meta[base + v], meta);
+        self.fps[fb + v] = fingerprint(key);
+        self.list_to_front(set, v);
+        WayAccess {
+            hit: false,
+            idx: base + v,
+            victim_tag,
+            victim_meta,
+        }
+    }
+
     /// Index of the way holding `key`; changes nothing.
     #[inline]
     pub(crate) fn find(&self, key: u64) -> Option<usize> {
@@ -396,7 +514,11 @@ impl WaySets {
             self.last_key = EMPTY;
         }
         let t = std::mem::replace(&mut self.tags[idx], EMPTY);
-        self.stamps[idx] = 0;
+        if self.list {
+            self.list_to_back(idx / self.ways, idx % self.ways);
+        } else {
+            self.stamps[idx] = 0;
+        }
         (t, self.meta[idx])
     }
 
@@ -419,6 +541,7 @@ impl WaySets {
     pub(crate) fn clear(&mut self) {
         self.tags.fill(EMPTY);
         self.stamps.fill(0);
+        self.reset_lists();
         self.last_key = EMPTY;
     }
 
@@ -880,6 +1003,72 @@ mod tests {
                 }))
             );
         }
+    }
+
+    #[test]
+    fn list_mode_true_lru() {
+        // 2 sets of 32 ways (list mode); even lines go to set 0.
+        let mut c = SetAssocCache::new(64 * 64, 32);
+        assert_eq!((c.sets(), c.ways()), (2, 32));
+        assert!(c.sets.list);
+        for k in 0..32u64 {
+            assert_eq!(c.access(2 * k, k & 1 == 0, k as u8), miss(None));
+            assert_eq!(c.access(2 * k + 1, false, 0), miss(None));
+        }
+        // Scrambled touch order in set 0; evictions must follow it exactly.
+        let order: Vec<u64> = (0..32u64).map(|i| (i * 13) % 32).collect();
+        for &k in &order {
+            assert_eq!(c.access(2 * k, false, 0), CacheOutcome::Hit);
+        }
+        for (j, &k) in order.iter().take(8).enumerate() {
+            let want = Evicted {
+                line: 2 * k,
+                dirty: k & 1 == 0,
+                meta: k as u8,
+            };
+            assert_eq!(c.access(1000 + 2 * j as u64, false, 0), miss(Some(want)));
+        }
+        // Set 1 was untouched by all this: line 1 is its LRU.
+        assert_eq!(
+            c.access(999, false, 0),
+            miss(Some(Evicted {
+                line: 1,
+                dirty: false,
+                meta: 0
+            }))
+        );
+        // An invalidated way is refilled first, without eviction.
+        let k = order[20];
+        assert!(c.invalidate(2 * k).is_some());
+        assert_eq!(c.access(5000, false, 0), miss(None));
+        assert_eq!(
+            c.access(5002, false, 0),
+            miss(Some(Evicted {
+                line: 2 * order[8],
+                dirty: order[8] & 1 == 0,
+                meta: order[8] as u8
+            }))
+        );
+        // A range over everything (cache-walk path), then refills evict nothing.
+        let r = c.invalidate_range(0, 1 << 20);
+        assert_eq!(r.lines, 64);
+        assert_eq!(c.valid_lines(), 0);
+        for l in 0..64 {
+            assert_eq!(c.access(l, false, 0), miss(None));
+        }
+        c.clear();
+        assert_eq!(c.valid_lines(), 0);
+        for l in 0..64 {
+            assert_eq!(c.access(l + 64, false, 0), miss(None));
+        }
+        assert_eq!(
+            c.access(128, false, 0),
+            miss(Some(Evicted {
+                line: 64,
+                dirty: false,
+                meta: 0
+            }))
+        );
     }
 
     /// Throughput report, no assertion on time (tests never assert on wall time). To see it:
