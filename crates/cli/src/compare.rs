@@ -35,7 +35,11 @@ const SHORTHANDS: &[(&str, &str)] = &[
 pub fn split_configs(s: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for tok in s.split(',') {
-        let continues = tok.chars().next().is_some_and(|c| c.is_ascii_digit() || c == '!') && !out.is_empty();
+        let continues = tok
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_digit() || c == '!')
+            && !out.is_empty();
         if continues {
             let last = out.last_mut().unwrap();
             last.push(',');
@@ -44,7 +48,10 @@ pub fn split_configs(s: &str) -> Vec<String> {
             out.push(tok.to_string());
         }
     }
-    out.into_iter().map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect()
+    out.into_iter()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .collect()
 }
 
 fn default_threads(machine: &Machine, workload: &str) -> usize {
@@ -62,8 +69,15 @@ fn resolve(base: &SimArgs, overrides: &str) -> Result<RunSpec> {
     let mut pin = base.pin.clone();
     let mut mempolicy = base.mempolicy.clone();
     let mut thp = base.thp.clone();
-    for setting in overrides.split('+').map(str::trim).filter(|s| !s.is_empty()) {
-        let expanded = SHORTHANDS.iter().find(|(k, _)| *k == setting).map_or(setting, |(_, v)| v);
+    for setting in overrides
+        .split('+')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        let expanded = SHORTHANDS
+            .iter()
+            .find(|(k, _)| *k == setting)
+            .map_or(setting, |(_, v)| v);
         let (k, v) = expanded.split_once('=').ok_or_else(|| {
             anyhow!(
                 "configuration '{setting}' is neither key=value nor a shorthand: keys are {}; shorthands are {}",
@@ -75,20 +89,43 @@ fn resolve(base: &SimArgs, overrides: &str) -> Result<RunSpec> {
             "mempolicy" | "policy" => mempolicy = v.to_string(),
             "thp" => thp = v.to_string(),
             "pin" => pin = v.to_string(),
-            "threads" => threads = Some(v.parse().with_context(|| format!("threads={v} is not a number"))?),
+            "threads" => {
+                threads = Some(
+                    v.parse()
+                        .with_context(|| format!("threads={v} is not a number"))?,
+                )
+            }
             "machine" => machine = v.to_string(),
             "workload" => workload = v.to_string(),
-            _ => bail!("unknown configuration key '{k}': valid keys are {}", KEYS.join(", ")),
+            _ => bail!(
+                "unknown configuration key '{k}': valid keys are {}",
+                KEYS.join(", ")
+            ),
         }
     }
     let m = numalab_machine::load(&machine)?;
-    let mp = MemPolicy::parse(&mempolicy, &m.topology.online()).map_err(|e| anyhow!("--mempolicy: {e}"))?;
+    let mp = MemPolicy::parse(&mempolicy, &m.topology.online())
+        .map_err(|e| anyhow!("--mempolicy: {e}"))?;
     let thp_mode: ThpMode = thp.parse().map_err(|e: String| anyhow!("--thp: {e}"))?;
     let pinning: Pinning = pin.parse().map_err(|e: String| anyhow!("--pin: {e}"))?;
     let threads = threads.unwrap_or_else(|| default_threads(&m, &workload));
-    pinning.resolve(&m.topology, threads).map_err(|e| anyhow!("--pin {pin}: {e}"))?;
-    let label = if overrides.is_empty() { format!("{mempolicy} thp={thp}") } else { overrides.to_string() };
-    Ok(RunSpec { label, machine: m, workload, threads, pin: pinning, mempolicy: mp, thp: thp_mode })
+    pinning
+        .resolve(&m.topology, threads)
+        .map_err(|e| anyhow!("--pin {pin}: {e}"))?;
+    let label = if overrides.is_empty() {
+        format!("{mempolicy} thp={thp}")
+    } else {
+        overrides.to_string()
+    };
+    Ok(RunSpec {
+        label,
+        machine: m,
+        workload,
+        threads,
+        pin: pinning,
+        mempolicy: mp,
+        thp: thp_mode,
+    })
 }
 
 pub fn sim(args: SimArgs) -> Result<()> {
@@ -100,10 +137,16 @@ pub fn sim(args: SimArgs) -> Result<()> {
         bail!("--compare needs at least one configuration");
     }
     // Resolve and validate everything before simulating anything.
-    let specs: Vec<RunSpec> = configs.iter().map(|c| resolve(&args, c).with_context(|| format!("configuration '{c}'"))).collect::<Result<_>>()?;
+    let specs: Vec<RunSpec> = configs
+        .iter()
+        .map(|c| resolve(&args, c).with_context(|| format!("configuration '{c}'")))
+        .collect::<Result<_>>()?;
     let workloads = specs
         .iter()
-        .map(|s| numalab_workloads::by_spec(&s.workload, s.threads).map_err(|e| anyhow!("--workload: {e}")))
+        .map(|s| {
+            numalab_workloads::by_spec(&s.workload, s.threads)
+                .map_err(|e| anyhow!("--workload: {e}"))
+        })
         .collect::<Result<Vec<_>>>()?;
     output::check_writable(args.json.as_deref())?;
     output::check_writable(args.csv.as_deref())?;
@@ -112,7 +155,9 @@ pub fn sim(args: SimArgs) -> Result<()> {
     if args.quiet {
         multi.set_draw_target(ProgressDrawTarget::hidden());
     }
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(args.jobs.unwrap_or(0)).build()?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(args.jobs.unwrap_or(0))
+        .build()?;
     let results: Vec<Result<SimResult>> = pool.install(|| {
         specs
             .par_iter()
@@ -148,7 +193,8 @@ pub fn sim(args: SimArgs) -> Result<()> {
                     progress: Some(Box::new(progress)),
                     ..Default::default()
                 };
-                let r = numalab_sim::simulate(&spec.machine, wl.as_ref(), cfg).with_context(|| format!("simulating '{}'", spec.label));
+                let r = numalab_sim::simulate(&spec.machine, wl.as_ref(), cfg)
+                    .with_context(|| format!("simulating '{}'", spec.label));
                 bar.finish_and_clear();
                 r
             })
@@ -173,7 +219,13 @@ mod tests {
 
     #[test]
     fn compare_keeps_node_lists_together() {
-        assert_eq!(split_configs("first-touch,mempolicy=bind:0,1,thp"), vec!["first-touch", "mempolicy=bind:0,1", "thp"]);
-        assert_eq!(split_configs("thp=always+pin=0-3,5,interleave"), vec!["thp=always+pin=0-3,5", "interleave"]);
+        assert_eq!(
+            split_configs("first-touch,mempolicy=bind:0,1,thp"),
+            vec!["first-touch", "mempolicy=bind:0,1", "thp"]
+        );
+        assert_eq!(
+            split_configs("thp=always+pin=0-3,5,interleave"),
+            vec!["thp=always+pin=0-3,5", "interleave"]
+        );
     }
 }

@@ -128,7 +128,10 @@ fn run(cli: Cli) -> Result<()> {
     match cli.cmd {
         Cmd::Sim(a) => compare::sim(a),
         Cmd::Machine(MachineCmd::List) => {
-            let ms: Vec<_> = numalab_machine::preset_ids().into_iter().filter_map(numalab_machine::preset).collect();
+            let ms: Vec<_> = numalab_machine::preset_ids()
+                .into_iter()
+                .filter_map(numalab_machine::preset)
+                .collect();
             print!("{}", numalab_machine::show::list_table(&ms));
             Ok(())
         }
@@ -160,19 +163,35 @@ fn bench_sim(a: BenchSimArgs) -> Result<()> {
     }
     let mut best: Option<numalab_sim::SimResult> = None;
     for _ in 0..a.repeat {
-        let cfg = numalab_sim::SimConfig { thp, pinning: numalab_sim::Pinning::Sockorder, ..Default::default() };
+        let cfg = numalab_sim::SimConfig {
+            thp,
+            pinning: numalab_sim::Pinning::Sockorder,
+            ..Default::default()
+        };
         let r = numalab_sim::simulate(&machine, wl.as_ref(), cfg).context("simulation failed")?;
-        if best.as_ref().is_none_or(|b| r.host_seconds < b.host_seconds) {
+        if best
+            .as_ref()
+            .is_none_or(|b| r.host_seconds < b.host_seconds)
+        {
             best = Some(r);
         }
     }
     let r = best.unwrap();
     let rate = r.memory_references as f64 / r.host_seconds;
     println!("machine            {}", r.machine);
-    println!("workload           {} ({} threads, thp {})", r.workload, r.threads, r.thp);
+    println!(
+        "workload           {} ({} threads, thp {})",
+        r.workload, r.threads, r.thp
+    );
     println!("memory references  {}", r.memory_references);
-    println!("host time          {:.3} s (simulation only, one host thread; workload setup excluded)", r.host_seconds);
+    println!(
+        "host time          {:.3} s (simulation only, one host thread; workload setup excluded)",
+        r.host_seconds
+    );
     println!("simulated time     {:.3} ms", r.sim_time_ns / 1e6);
-    println!("speed              {:.1} million references per second", rate / 1e6);
+    println!(
+        "speed              {:.1} million references per second",
+        rate / 1e6
+    );
     Ok(())
 }

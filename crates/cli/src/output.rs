@@ -9,9 +9,16 @@ use std::path::Path;
 /// error never leaves half the outputs written.
 pub fn check_writable(p: Option<&Path>) -> Result<()> {
     if let Some(p) = p {
-        let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let dir = p
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
         if !dir.is_dir() {
-            bail!("cannot write {}: folder {} does not exist", p.display(), dir.display());
+            bail!(
+                "cannot write {}: folder {} does not exist",
+                p.display(),
+                dir.display()
+            );
         }
         if p.is_dir() {
             bail!("cannot write {}: it is a folder", p.display());
@@ -33,37 +40,149 @@ fn rows(rs: &[SimResult]) -> Vec<(String, Vec<String>)> {
     let base = rs[0].sim_time_ns;
     let n = rs[0].per_node.len();
     let mut out: Vec<(String, Vec<String>)> = vec![
-        ("simulated time (ms)".into(), rs.iter().map(|r| format!("{:.3}", r.sim_time_ns / 1e6)).collect()),
-        ("speedup vs first".into(), rs.iter().map(|r| format!("{:.2}x", base / r.sim_time_ns.max(1e-9))).collect()),
-        ("LAR (%)".into(), rs.iter().map(|r| opt(r.metrics.lar_percent, 1)).collect()),
-        ("imbalance (%)".into(), rs.iter().map(|r| opt(r.metrics.imbalance_percent, 1)).collect()),
-        ("MAPTU (DRAM acc/us)".into(), rs.iter().map(|r| format!("{:.1}", r.metrics.maptu)).collect()),
+        (
+            "simulated time (ms)".into(),
+            rs.iter()
+                .map(|r| format!("{:.3}", r.sim_time_ns / 1e6))
+                .collect(),
+        ),
+        (
+            "speedup vs first".into(),
+            rs.iter()
+                .map(|r| format!("{:.2}x", base / r.sim_time_ns.max(1e-9)))
+                .collect(),
+        ),
+        (
+            "LAR (%)".into(),
+            rs.iter().map(|r| opt(r.metrics.lar_percent, 1)).collect(),
+        ),
+        (
+            "imbalance (%)".into(),
+            rs.iter()
+                .map(|r| opt(r.metrics.imbalance_percent, 1))
+                .collect(),
+        ),
+        (
+            "MAPTU (DRAM acc/us)".into(),
+            rs.iter()
+                .map(|r| format!("{:.1}", r.metrics.maptu))
+                .collect(),
+        ),
     ];
     for d in 0..n {
         out.push((
             format!("node {d} traffic (GB r+w)"),
-            rs.iter().map(|r| r.per_node.get(d).map_or("-".into(), |p| gb((p.ctrl_read_bytes + p.ctrl_write_bytes) as f64))).collect(),
+            rs.iter()
+                .map(|r| {
+                    r.per_node.get(d).map_or("-".into(), |p| {
+                        gb((p.ctrl_read_bytes + p.ctrl_write_bytes) as f64)
+                    })
+                })
+                .collect(),
         ));
     }
     out.extend([
         (
             "max link util (%)".into(),
-            rs.iter().map(|r| format!("{:.1}", r.links.iter().map(|l| l.avg_utilisation).fold(0.0, f64::max) * 100.0)).collect(),
+            rs.iter()
+                .map(|r| {
+                    format!(
+                        "{:.1}",
+                        r.links
+                            .iter()
+                            .map(|l| l.avg_utilisation)
+                            .fold(0.0, f64::max)
+                            * 100.0
+                    )
+                })
+                .collect(),
         ),
-        ("TLB misses (walks)".into(), rs.iter().map(|r| r.per_thread.iter().map(|t| t.page_walks.iter().sum::<u64>()).sum::<u64>().to_string()).collect()),
-        ("page-walk L2-miss share (%)".into(), rs.iter().map(|r| opt(r.metrics.pagewalk_l2_miss_share_percent, 2)).collect()),
-        ("fault time (ms, all threads)".into(), rs.iter().map(|r| format!("{:.3}", r.per_thread.iter().map(|t| t.fault_ns).sum::<f64>() / 1e6)).collect()),
-        ("max fault time share (%)".into(), rs.iter().map(|r| opt(r.metrics.max_page_fault_time_share_percent, 2)).collect()),
-        ("PAMUP (%)".into(), rs.iter().map(|r| opt(r.metrics.pamup_percent, 2)).collect()),
-        ("NHP".into(), rs.iter().map(|r| r.metrics.nhp.map_or("-".into(), |v| v.to_string())).collect()),
-        ("PSP (%)".into(), rs.iter().map(|r| opt(r.metrics.psp_percent, 1)).collect()),
-        ("MPKI".into(), rs.iter().map(|r| opt(r.metrics.mpki, 2)).collect()),
-        ("faults 4K / 2M / 1G".into(), rs.iter().map(|r| format!("{}/{}/{}", r.vmstat.pgfault_4k, r.vmstat.pgfault_2m, r.vmstat.pgfault_1g)).collect()),
-        ("pages migrated".into(), rs.iter().map(|r| r.migrated_pages.to_string()).collect()),
-        ("huge-page splits".into(), rs.iter().map(|r| r.splits.to_string()).collect()),
-        ("promotions (khugepaged)".into(), rs.iter().map(|r| r.promotions.to_string()).collect()),
-        ("memory references".into(), rs.iter().map(|r| r.memory_references.to_string()).collect()),
-        ("host seconds".into(), rs.iter().map(|r| format!("{:.2}", r.host_seconds)).collect()),
+        (
+            "TLB misses (walks)".into(),
+            rs.iter()
+                .map(|r| {
+                    r.per_thread
+                        .iter()
+                        .map(|t| t.page_walks.iter().sum::<u64>())
+                        .sum::<u64>()
+                        .to_string()
+                })
+                .collect(),
+        ),
+        (
+            "page-walk L2-miss share (%)".into(),
+            rs.iter()
+                .map(|r| opt(r.metrics.pagewalk_l2_miss_share_percent, 2))
+                .collect(),
+        ),
+        (
+            "fault time (ms, all threads)".into(),
+            rs.iter()
+                .map(|r| {
+                    format!(
+                        "{:.3}",
+                        r.per_thread.iter().map(|t| t.fault_ns).sum::<f64>() / 1e6
+                    )
+                })
+                .collect(),
+        ),
+        (
+            "max fault time share (%)".into(),
+            rs.iter()
+                .map(|r| opt(r.metrics.max_page_fault_time_share_percent, 2))
+                .collect(),
+        ),
+        (
+            "PAMUP (%)".into(),
+            rs.iter().map(|r| opt(r.metrics.pamup_percent, 2)).collect(),
+        ),
+        (
+            "NHP".into(),
+            rs.iter()
+                .map(|r| r.metrics.nhp.map_or("-".into(), |v| v.to_string()))
+                .collect(),
+        ),
+        (
+            "PSP (%)".into(),
+            rs.iter().map(|r| opt(r.metrics.psp_percent, 1)).collect(),
+        ),
+        (
+            "MPKI".into(),
+            rs.iter().map(|r| opt(r.metrics.mpki, 2)).collect(),
+        ),
+        (
+            "faults 4K / 2M / 1G".into(),
+            rs.iter()
+                .map(|r| {
+                    format!(
+                        "{}/{}/{}",
+                        r.vmstat.pgfault_4k, r.vmstat.pgfault_2m, r.vmstat.pgfault_1g
+                    )
+                })
+                .collect(),
+        ),
+        (
+            "pages migrated".into(),
+            rs.iter().map(|r| r.migrated_pages.to_string()).collect(),
+        ),
+        (
+            "huge-page splits".into(),
+            rs.iter().map(|r| r.splits.to_string()).collect(),
+        ),
+        (
+            "promotions (khugepaged)".into(),
+            rs.iter().map(|r| r.promotions.to_string()).collect(),
+        ),
+        (
+            "memory references".into(),
+            rs.iter().map(|r| r.memory_references.to_string()).collect(),
+        ),
+        (
+            "host seconds".into(),
+            rs.iter()
+                .map(|r| format!("{:.2}", r.host_seconds))
+                .collect(),
+        ),
     ]);
     out
 }
@@ -71,11 +190,23 @@ fn rows(rs: &[SimResult]) -> Vec<(String, Vec<String>)> {
 pub fn table(rs: &[SimResult]) -> String {
     let mut s = String::new();
     let r0 = &rs[0];
-    let _ = writeln!(s, "machine {}  workload {}  threads {}  pinning {}", r0.machine, r0.workload, r0.threads, r0.pinning);
+    let _ = writeln!(
+        s,
+        "machine {}  workload {}  threads {}  pinning {}",
+        r0.machine, r0.workload, r0.threads, r0.pinning
+    );
     let heads: Vec<String> = rs.iter().map(|r| r.label.clone()).collect();
     let rows = rows(rs);
     let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0).max(6);
-    let widths: Vec<usize> = (0..rs.len()).map(|i| rows.iter().map(|r| r.1[i].len()).chain([heads[i].len()]).max().unwrap_or(4)).collect();
+    let widths: Vec<usize> = (0..rs.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r.1[i].len())
+                .chain([heads[i].len()])
+                .max()
+                .unwrap_or(4)
+        })
+        .collect();
     let _ = write!(s, "{:<w0$}", "");
     for (h, w) in heads.iter().zip(&widths) {
         let _ = write!(s, "  {h:>w$}");
@@ -114,13 +245,29 @@ fn detail(r: &SimResult) -> String {
     if !r.links.is_empty() {
         let _ = writeln!(s, "\nlink    GB/s cap  moved GB  avg util %  peak util %");
         for l in &r.links {
-            let _ = writeln!(s, "{:>2}->{:<2} {:>8.1}  {:>8}  {:>10.1}  {:>11.1}", l.from, l.to, l.gbps_per_dir, gb(l.bytes), l.avg_utilisation * 100.0, l.peak_utilisation * 100.0);
+            let _ = writeln!(
+                s,
+                "{:>2}->{:<2} {:>8.1}  {:>8}  {:>10.1}  {:>11.1}",
+                l.from,
+                l.to,
+                l.gbps_per_dir,
+                gb(l.bytes),
+                l.avg_utilisation * 100.0,
+                l.peak_utilisation * 100.0
+            );
         }
     }
     if !r.phases.is_empty() {
         let _ = writeln!(s, "\nphase            start ms    end ms   references");
         for p in &r.phases {
-            let _ = writeln!(s, "{:<14} {:>10.3} {:>9.3} {:>12}", p.name, p.start_ns / 1e6, p.end_ns / 1e6, p.accesses);
+            let _ = writeln!(
+                s,
+                "{:<14} {:>10.3} {:>9.3} {:>12}",
+                p.name,
+                p.start_ns / 1e6,
+                p.end_ns / 1e6,
+                p.accesses
+            );
         }
     }
     s
@@ -134,11 +281,21 @@ pub fn write_json(p: &Path, rs: &[SimResult]) -> Result<()> {
 pub fn write_csv(p: &Path, rs: &[SimResult]) -> Result<()> {
     let mut w = csv::Writer::from_path(p).with_context(|| format!("writing {}", p.display()))?;
     let rows = rows(rs);
-    let mut head = vec!["label".to_string(), "machine".into(), "workload".into(), "threads".into()];
+    let mut head = vec![
+        "label".to_string(),
+        "machine".into(),
+        "workload".into(),
+        "threads".into(),
+    ];
     head.extend(rows.iter().map(|r| r.0.clone()));
     w.write_record(&head)?;
     for (i, r) in rs.iter().enumerate() {
-        let mut rec = vec![r.label.clone(), r.machine.clone(), r.workload.clone(), r.threads.to_string()];
+        let mut rec = vec![
+            r.label.clone(),
+            r.machine.clone(),
+            r.workload.clone(),
+            r.threads.to_string(),
+        ];
         rec.extend(rows.iter().map(|row| row.1[i].clone()));
         w.write_record(&rec)?;
     }

@@ -23,7 +23,10 @@ pub enum MemPolicy {
     PreferredMany { nodes: NodeMask },
     /// MPOL_BIND: only these nodes, nearest first; allocation fails when all are full.
     /// `numa_balancing` is MPOL_F_NUMA_BALANCING (balancing may move pages within the mask).
-    Bind { nodes: NodeMask, numa_balancing: bool },
+    Bind {
+        nodes: NodeMask,
+        numa_balancing: bool,
+    },
     /// MPOL_INTERLEAVE: page-granular round robin over the mask.
     Interleave { nodes: NodeMask },
     /// MPOL_WEIGHTED_INTERLEAVE: node n takes `weight(n)` consecutive pages per round.
@@ -49,7 +52,11 @@ pub enum MemPolicyError {
 impl MemPolicy {
     /// Weight of `node` under weighted interleave (1 if unset, as the kernel's default).
     pub fn weight_of(weights: &[u8], node: NodeId) -> u32 {
-        weights.get(node.index()).copied().filter(|w| *w > 0).unwrap_or(1) as u32
+        weights
+            .get(node.index())
+            .copied()
+            .filter(|w| *w > 0)
+            .unwrap_or(1) as u32
     }
 
     /// Nodes the policy names, if any (used to validate against a topology).
@@ -72,22 +79,30 @@ impl MemPolicy {
             if let Some(bad) = m.and_not(online).first() {
                 return Err(MemPolicyError::Nodes {
                     spec,
-                    source: NodeMaskError::UnknownNode { node: bad.index(), online: online.to_string() },
+                    source: NodeMaskError::UnknownNode {
+                        node: bad.index(),
+                        online: online.to_string(),
+                    },
                 });
             }
         }
         match self {
-            MemPolicy::RemotePercent { percent, .. } if *percent > 100 => Err(MemPolicyError::Invalid {
-                spec,
-                why: format!("percentage {percent} is outside 0..=100"),
-            }),
+            MemPolicy::RemotePercent { percent, .. } if *percent > 100 => {
+                Err(MemPolicyError::Invalid {
+                    spec,
+                    why: format!("percentage {percent} is outside 0..=100"),
+                })
+            }
             MemPolicy::WeightedInterleave { nodes, .. }
             | MemPolicy::Interleave { nodes }
             | MemPolicy::Bind { nodes, .. }
             | MemPolicy::PreferredMany { nodes }
                 if nodes.is_empty() =>
             {
-                Err(MemPolicyError::Invalid { spec, why: "empty nodemask".into() })
+                Err(MemPolicyError::Invalid {
+                    spec,
+                    why: "empty nodemask".into(),
+                })
             }
             _ => Ok(()),
         }
@@ -104,35 +119,60 @@ impl MemPolicy {
             Some((m, a)) => (m, Some(a)),
             None => (s, None),
         };
-        let need = |what: &'static str| MemPolicyError::MissingArgument { spec: spec.to_string(), what };
-        let nodes = |a: &str| NodeMask::parse(a, online).map_err(|e| MemPolicyError::Nodes { spec: spec.to_string(), source: e });
+        let need = |what: &'static str| MemPolicyError::MissingArgument {
+            spec: spec.to_string(),
+            what,
+        };
+        let nodes = |a: &str| {
+            NodeMask::parse(a, online).map_err(|e| MemPolicyError::Nodes {
+                spec: spec.to_string(),
+                source: e,
+            })
+        };
         let p = match mode {
             "default" | "firsttouch" | "first-touch" => MemPolicy::Default,
             "local" | "localalloc" => MemPolicy::Local,
             "preferred" => {
                 let m = nodes(arg.ok_or_else(|| need("one node, e.g. preferred:1"))?)?;
                 if m.weight() != 1 {
-                    return Err(MemPolicyError::Invalid { spec: spec.into(), why: "preferred takes exactly one node (use preferred-many for a set)".into() });
+                    return Err(MemPolicyError::Invalid {
+                        spec: spec.into(),
+                        why: "preferred takes exactly one node (use preferred-many for a set)"
+                            .into(),
+                    });
                 }
-                MemPolicy::Preferred { node: m.first().unwrap() }
+                MemPolicy::Preferred {
+                    node: m.first().unwrap(),
+                }
             }
-            "preferred-many" => MemPolicy::PreferredMany { nodes: nodes(arg.ok_or_else(|| need("a node list"))?)? },
-            "bind" | "membind" => MemPolicy::Bind { nodes: nodes(arg.ok_or_else(|| need("a node list"))?)?, numa_balancing: false },
-            "interleave" => MemPolicy::Interleave { nodes: nodes(arg.unwrap_or("all"))? },
+            "preferred-many" => MemPolicy::PreferredMany {
+                nodes: nodes(arg.ok_or_else(|| need("a node list"))?)?,
+            },
+            "bind" | "membind" => MemPolicy::Bind {
+                nodes: nodes(arg.ok_or_else(|| need("a node list"))?)?,
+                numa_balancing: false,
+            },
+            "interleave" => MemPolicy::Interleave {
+                nodes: nodes(arg.unwrap_or("all"))?,
+            },
             "weighted-interleave" => {
                 let a = arg.unwrap_or("all");
                 if a.contains('=') {
                     let mut mask = NodeMask::empty();
                     let mut weights = Vec::new();
                     for part in a.split(',') {
-                        let (n, w) = part.split_once('=').ok_or_else(|| MemPolicyError::Invalid {
-                            spec: spec.into(),
-                            why: format!("'{part}' is not NODE=WEIGHT"),
-                        })?;
+                        let (n, w) =
+                            part.split_once('=')
+                                .ok_or_else(|| MemPolicyError::Invalid {
+                                    spec: spec.into(),
+                                    why: format!("'{part}' is not NODE=WEIGHT"),
+                                })?;
                         let node = nodes(n)?;
-                        let w: u8 = w.trim().parse().ok().filter(|w| *w >= 1).ok_or_else(|| MemPolicyError::Invalid {
-                            spec: spec.into(),
-                            why: format!("weight '{w}' is not in 1..=255"),
+                        let w: u8 = w.trim().parse().ok().filter(|w| *w >= 1).ok_or_else(|| {
+                            MemPolicyError::Invalid {
+                                spec: spec.into(),
+                                why: format!("weight '{w}' is not in 1..=255"),
+                            }
                         })?;
                         for n in node.iter() {
                             if weights.len() <= n.index() {
@@ -142,9 +182,15 @@ impl MemPolicy {
                         }
                         mask = mask.or(&node);
                     }
-                    MemPolicy::WeightedInterleave { nodes: mask, weights }
+                    MemPolicy::WeightedInterleave {
+                        nodes: mask,
+                        weights,
+                    }
                 } else {
-                    MemPolicy::WeightedInterleave { nodes: nodes(a)?, weights: Vec::new() }
+                    MemPolicy::WeightedInterleave {
+                        nodes: nodes(a)?,
+                        weights: Vec::new(),
+                    }
                 }
             }
             "remote-percent" | "percentage" => {
@@ -153,11 +199,19 @@ impl MemPolicy {
                     Some((p, n)) => (p, Some(nodes(n)?)),
                     None => (a, None),
                 };
-                let percent: u8 = pct.trim().parse().ok().filter(|p| *p <= 100).ok_or_else(|| MemPolicyError::Invalid {
-                    spec: spec.into(),
-                    why: format!("percentage '{pct}' is not an integer in 0..=100"),
-                })?;
-                MemPolicy::RemotePercent { percent, remote: remote.unwrap_or_default() }
+                let percent: u8 =
+                    pct.trim()
+                        .parse()
+                        .ok()
+                        .filter(|p| *p <= 100)
+                        .ok_or_else(|| MemPolicyError::Invalid {
+                            spec: spec.into(),
+                            why: format!("percentage '{pct}' is not an integer in 0..=100"),
+                        })?;
+                MemPolicy::RemotePercent {
+                    percent,
+                    remote: remote.unwrap_or_default(),
+                }
             }
             _ => return Err(MemPolicyError::UnknownMode(spec.to_string())),
         };
@@ -185,8 +239,13 @@ impl fmt::Display for MemPolicy {
         match self {
             MemPolicy::Default | MemPolicy::Local => f.write_str(self.mode_name()),
             MemPolicy::Preferred { node } => write!(f, "preferred:{}", node.0),
-            MemPolicy::PreferredMany { nodes } | MemPolicy::Interleave { nodes } => write!(f, "{}:{}", self.mode_name(), nodes),
-            MemPolicy::Bind { nodes, numa_balancing } => {
+            MemPolicy::PreferredMany { nodes } | MemPolicy::Interleave { nodes } => {
+                write!(f, "{}:{}", self.mode_name(), nodes)
+            }
+            MemPolicy::Bind {
+                nodes,
+                numa_balancing,
+            } => {
                 write!(f, "bind:{nodes}")?;
                 if *numa_balancing {
                     f.write_str("+balancing")?;
@@ -197,7 +256,10 @@ impl fmt::Display for MemPolicy {
                 if weights.is_empty() {
                     write!(f, "weighted-interleave:{nodes}")
                 } else {
-                    let parts: Vec<String> = nodes.iter().map(|n| format!("{}={}", n.0, MemPolicy::weight_of(weights, n))).collect();
+                    let parts: Vec<String> = nodes
+                        .iter()
+                        .map(|n| format!("{}={}", n.0, MemPolicy::weight_of(weights, n)))
+                        .collect();
                     write!(f, "weighted-interleave:{}", parts.join(","))
                 }
             }
@@ -219,7 +281,17 @@ mod tests {
     #[test]
     fn parses_every_mode() {
         let online = NodeMask::first_n(4);
-        for s in ["default", "local", "preferred:2", "preferred-many:1-2", "bind:0,3", "interleave:0-3", "weighted-interleave:0=3,1=1", "remote-percent:40", "remote-percent:25:1-3"] {
+        for s in [
+            "default",
+            "local",
+            "preferred:2",
+            "preferred-many:1-2",
+            "bind:0,3",
+            "interleave:0-3",
+            "weighted-interleave:0=3,1=1",
+            "remote-percent:40",
+            "remote-percent:25:1-3",
+        ] {
             let p = MemPolicy::parse(s, &online).unwrap();
             assert_eq!(p.to_string(), s, "round trip of {s}");
         }
@@ -235,11 +307,29 @@ mod tests {
     #[test]
     fn rejects_bad_input() {
         let online = NodeMask::first_n(2);
-        assert!(matches!(MemPolicy::parse("bind:5", &online), Err(MemPolicyError::Nodes { .. })));
-        assert!(matches!(MemPolicy::parse("remote-percent:140", &online), Err(MemPolicyError::Invalid { .. })));
-        assert!(matches!(MemPolicy::parse("preferred:0-1", &online), Err(MemPolicyError::Invalid { .. })));
-        assert!(matches!(MemPolicy::parse("spread", &online), Err(MemPolicyError::UnknownMode(_))));
-        assert!(matches!(MemPolicy::parse("bind", &online), Err(MemPolicyError::MissingArgument { .. })));
-        assert!(matches!(MemPolicy::parse("weighted-interleave:0=0", &online), Err(MemPolicyError::Invalid { .. })));
+        assert!(matches!(
+            MemPolicy::parse("bind:5", &online),
+            Err(MemPolicyError::Nodes { .. })
+        ));
+        assert!(matches!(
+            MemPolicy::parse("remote-percent:140", &online),
+            Err(MemPolicyError::Invalid { .. })
+        ));
+        assert!(matches!(
+            MemPolicy::parse("preferred:0-1", &online),
+            Err(MemPolicyError::Invalid { .. })
+        ));
+        assert!(matches!(
+            MemPolicy::parse("spread", &online),
+            Err(MemPolicyError::UnknownMode(_))
+        ));
+        assert!(matches!(
+            MemPolicy::parse("bind", &online),
+            Err(MemPolicyError::MissingArgument { .. })
+        ));
+        assert!(matches!(
+            MemPolicy::parse("weighted-interleave:0=0", &online),
+            Err(MemPolicyError::Invalid { .. })
+        ));
     }
 }

@@ -149,14 +149,23 @@ impl NodeMask {
                     Some((a, b)) => (a, b),
                     None => (part, part),
                 };
-                let lo: usize = lo.trim().parse().map_err(|_| malformed(&format!("'{part}' is not a node number or range")))?;
-                let hi: usize = hi.trim().parse().map_err(|_| malformed(&format!("'{part}' is not a node number or range")))?;
+                let lo: usize = lo
+                    .trim()
+                    .parse()
+                    .map_err(|_| malformed(&format!("'{part}' is not a node number or range")))?;
+                let hi: usize = hi
+                    .trim()
+                    .parse()
+                    .map_err(|_| malformed(&format!("'{part}' is not a node number or range")))?;
                 if lo > hi {
                     return Err(malformed(&format!("range '{part}' is reversed")));
                 }
                 for n in lo..=hi {
                     if n >= MAX_NODES || !online.contains(NodeId(n as u16)) {
-                        return Err(NodeMaskError::UnknownNode { node: n, online: online.to_string() });
+                        return Err(NodeMaskError::UnknownNode {
+                            node: n,
+                            online: online.to_string(),
+                        });
                     }
                     m.set(NodeId(n as u16));
                 }
@@ -240,10 +249,22 @@ mod tests {
         let online = NodeMask::first_n(4);
         assert_eq!(
             NodeMask::parse("0,7", &online),
-            Err(NodeMaskError::UnknownNode { node: 7, online: "0-3".into() })
+            Err(NodeMaskError::UnknownNode {
+                node: 7,
+                online: "0-3".into()
+            })
         );
-        assert!(matches!(NodeMask::parse("3-1", &online), Err(NodeMaskError::Malformed { .. })));
-        assert!(matches!(NodeMask::parse("x", &online), Err(NodeMaskError::Malformed { .. })));
-        assert!(matches!(NodeMask::parse("!all", &online), Err(NodeMaskError::Empty(_))));
+        assert!(matches!(
+            NodeMask::parse("3-1", &online),
+            Err(NodeMaskError::Malformed { .. })
+        ));
+        assert!(matches!(
+            NodeMask::parse("x", &online),
+            Err(NodeMaskError::Malformed { .. })
+        ));
+        assert!(matches!(
+            NodeMask::parse("!all", &online),
+            Err(NodeMaskError::Empty(_))
+        ));
     }
 }

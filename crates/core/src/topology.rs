@@ -31,7 +31,11 @@ pub enum TopologyError {
     #[error("node at position {pos} has id {id}: node ids must be dense and in order")]
     NodeOrder { pos: usize, id: usize },
     #[error("distance matrix is {rows}x{cols} but there are {nodes} nodes")]
-    DistanceShape { rows: usize, cols: usize, nodes: usize },
+    DistanceShape {
+        rows: usize,
+        cols: usize,
+        nodes: usize,
+    },
     #[error("distance from node {0} to itself must be the smallest in its row")]
     DistanceDiagonal(usize),
     #[error("CPU {cpu} is listed on both node {a} and node {b}")]
@@ -48,7 +52,10 @@ impl Topology {
         }
         for (pos, node) in self.nodes.iter().enumerate() {
             if node.id.index() != pos {
-                return Err(TopologyError::NodeOrder { pos, id: node.id.index() });
+                return Err(TopologyError::NodeOrder {
+                    pos,
+                    id: node.id.index(),
+                });
             }
         }
         if self.distances.len() != n || self.distances.iter().any(|r| r.len() != n) {
@@ -67,7 +74,11 @@ impl Topology {
         for node in &self.nodes {
             for c in &node.cpus {
                 if let Some(a) = owner.insert(c.0, node.id.index()) {
-                    return Err(TopologyError::DuplicateCpu { cpu: c.0, a, b: node.id.index() });
+                    return Err(TopologyError::DuplicateCpu {
+                        cpu: c.0,
+                        a,
+                        b: node.id.index(),
+                    });
                 }
             }
         }
@@ -87,12 +98,21 @@ impl Topology {
 
     /// Nodes that have CPUs.
     pub fn cpu_nodes(&self) -> NodeMask {
-        NodeMask::from_nodes(self.nodes.iter().filter(|n| !n.cpus.is_empty()).map(|n| n.id))
+        NodeMask::from_nodes(
+            self.nodes
+                .iter()
+                .filter(|n| !n.cpus.is_empty())
+                .map(|n| n.id),
+        )
     }
 
     /// All CPUs in increasing id order.
     pub fn cpus(&self) -> Vec<CpuId> {
-        let mut v: Vec<CpuId> = self.nodes.iter().flat_map(|n| n.cpus.iter().copied()).collect();
+        let mut v: Vec<CpuId> = self
+            .nodes
+            .iter()
+            .flat_map(|n| n.cpus.iter().copied())
+            .collect();
         v.sort();
         v
     }
@@ -102,7 +122,10 @@ impl Topology {
     }
 
     pub fn node_of_cpu(&self, cpu: CpuId) -> Option<NodeId> {
-        self.nodes.iter().find(|n| n.cpus.contains(&cpu)).map(|n| n.id)
+        self.nodes
+            .iter()
+            .find(|n| n.cpus.contains(&cpu))
+            .map(|n| n.id)
     }
 
     pub fn distance(&self, from: NodeId, to: NodeId) -> u32 {
@@ -127,10 +150,19 @@ mod tests {
     use super::*;
 
     pub(crate) fn ring4() -> Topology {
-        let d = vec![vec![10, 16, 22, 16], vec![16, 10, 16, 22], vec![22, 16, 10, 16], vec![16, 22, 16, 10]];
+        let d = vec![
+            vec![10, 16, 22, 16],
+            vec![16, 10, 16, 22],
+            vec![22, 16, 10, 16],
+            vec![16, 22, 16, 10],
+        ];
         Topology {
             nodes: (0..4)
-                .map(|i| NodeInfo { id: NodeId(i), cpus: vec![CpuId(i as u32)], mem_bytes: 1 << 30 })
+                .map(|i| NodeInfo {
+                    id: NodeId(i),
+                    cpus: vec![CpuId(i as u32)],
+                    mem_bytes: 1 << 30,
+                })
                 .collect(),
             distances: d,
             smt: 1,
@@ -141,7 +173,10 @@ mod tests {
     fn fallback_order_follows_distance() {
         let t = ring4();
         t.validate().unwrap();
-        assert_eq!(t.nodes_by_distance(NodeId(0)), vec![NodeId(0), NodeId(1), NodeId(3), NodeId(2)]);
+        assert_eq!(
+            t.nodes_by_distance(NodeId(0)),
+            vec![NodeId(0), NodeId(1), NodeId(3), NodeId(2)]
+        );
         assert_eq!(t.node_of_cpu(CpuId(2)), Some(NodeId(2)));
     }
 
@@ -152,6 +187,9 @@ mod tests {
         assert_eq!(t.validate(), Err(TopologyError::DistanceDiagonal(1)));
         let mut t = ring4();
         t.nodes[1].cpus.push(CpuId(0));
-        assert!(matches!(t.validate(), Err(TopologyError::DuplicateCpu { .. })));
+        assert!(matches!(
+            t.validate(),
+            Err(TopologyError::DuplicateCpu { .. })
+        ));
     }
 }

@@ -82,19 +82,43 @@ pub trait MemoryView {
 #[serde(tag = "action", rename_all = "kebab-case")]
 pub enum Action {
     /// Move every populated page of the range to `to` (move_pages / migrate_pages).
-    Migrate { task: TaskId, start: u64, len_bytes: u64, to: NodeId },
+    Migrate {
+        task: TaskId,
+        start: u64,
+        len_bytes: u64,
+        to: NodeId,
+    },
     /// Spread the range's pages round robin over `nodes` (moving populated ones).
-    Interleave { task: TaskId, start: u64, len_bytes: u64, nodes: NodeMask },
+    Interleave {
+        task: TaskId,
+        start: u64,
+        len_bytes: u64,
+        nodes: NodeMask,
+    },
     /// Split the huge page containing `addr` into base pages, in place.
     SplitHuge { task: TaskId, addr: u64 },
     /// Allow (MADV_HUGEPAGE) or forbid (MADV_NOHUGEPAGE) huge pages in a range.
-    SetThpAdvice { task: TaskId, start: u64, len_bytes: u64, allow: bool },
+    SetThpAdvice {
+        task: TaskId,
+        start: u64,
+        len_bytes: u64,
+        allow: bool,
+    },
     /// Enable or disable huge-page allocation and khugepaged promotion for the whole machine.
     SetThpAllocation { allocate: bool, promote: bool },
     /// Set a range policy for future faults (mbind without MPOL_MF_MOVE).
-    SetRangePolicy { task: TaskId, start: u64, len_bytes: u64, policy: MemPolicy },
+    SetRangePolicy {
+        task: TaskId,
+        start: u64,
+        len_bytes: u64,
+        policy: MemPolicy,
+    },
     /// Mark the range migrate-on-next-touch.
-    MarkNextTouch { task: TaskId, start: u64, len_bytes: u64 },
+    MarkNextTouch {
+        task: TaskId,
+        start: u64,
+        len_bytes: u64,
+    },
     /// Move a thread to another CPU.
     MoveThread { thread: ThreadId, cpu: CpuId },
 }

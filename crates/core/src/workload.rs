@@ -35,7 +35,12 @@ pub enum Op {
     /// One access to the line containing `addr`.
     Access { addr: u64, kind: AccessKind },
     /// `lines` accesses starting at `base`, `stride_bytes` apart (stride-1 loops: 64).
-    Run { base: u64, lines: u32, stride_bytes: u16, kind: AccessKind },
+    Run {
+        base: u64,
+        lines: u32,
+        stride_bytes: u16,
+        kind: AccessKind,
+    },
     /// Core work between memory references: `cycles` of compute retiring `instructions`.
     Compute { cycles: u32, instructions: u32 },
     /// Wait until every thread of the task reached its next barrier (an OpenMP barrier).

@@ -12,7 +12,10 @@ use crate::os::{MigrateReport, Os, OsError};
 use crate::results::*;
 use numalab_core::view::{NodeTraffic, ThreadCounters};
 use numalab_core::workload::AddressSpace;
-use numalab_core::{AccessKind, AccessSample, Action, CpuId, DataSource, MapOptions, MemoryView, NodeId, Op, PageInfo, PageSize, RegionInfo, TaskId, ThreadId, ThreadInfo, ThreadProgram, Workload};
+use numalab_core::{
+    AccessKind, AccessSample, Action, CpuId, DataSource, MapOptions, MemoryView, NodeId, Op,
+    PageInfo, PageSize, RegionInfo, TaskId, ThreadId, ThreadInfo, ThreadProgram, Workload,
+};
 use numalab_machine::{Machine, Routes};
 use std::time::Instant;
 
@@ -104,22 +107,50 @@ struct BuildSpace<'a> {
 
 impl AddressSpace for BuildSpace<'_> {
     fn mmap(&mut self, task: TaskId, name: &str, bytes: u64, opts: MapOptions) -> u64 {
-        self.os.mmap(task, name, bytes, opts.hugetlb, opts.thp_advice, opts.policy)
+        self.os.mmap(
+            task,
+            name,
+            bytes,
+            opts.hugetlb,
+            opts.thp_advice,
+            opts.policy,
+        )
     }
 }
 
 impl Simulator {
-    pub fn new(machine: &Machine, workload: &dyn Workload, cfg: SimConfig) -> Result<Simulator, SimError> {
-        let merr = |why: String| SimError::Machine { machine: machine.id.clone(), why };
-        machine.topology.validate().map_err(|e| merr(e.to_string()))?;
-        let routes = Routes::compute(machine.topology.num_nodes(), &machine.links).map_err(|e| merr(e.to_string()))?;
-        cfg.task_policy.validate(&machine.topology.online()).map_err(|e| SimError::Policy(e.to_string()))?;
+    pub fn new(
+        machine: &Machine,
+        workload: &dyn Workload,
+        cfg: SimConfig,
+    ) -> Result<Simulator, SimError> {
+        let merr = |why: String| SimError::Machine {
+            machine: machine.id.clone(),
+            why,
+        };
+        machine
+            .topology
+            .validate()
+            .map_err(|e| merr(e.to_string()))?;
+        let routes = Routes::compute(machine.topology.num_nodes(), &machine.links)
+            .map_err(|e| merr(e.to_string()))?;
+        cfg.task_policy
+            .validate(&machine.topology.online())
+            .map_err(|e| SimError::Policy(e.to_string()))?;
         let nthreads = workload.threads();
         if nthreads == 0 {
             return Err(SimError::NoThreads(workload.name()));
         }
-        let cpus = cfg.pinning.resolve(&machine.topology, nthreads).map_err(SimError::Pinning)?;
-        let mut os = Os::new(&machine.topology, cfg.thp, cfg.task_policy.clone(), cfg.seed);
+        let cpus = cfg
+            .pinning
+            .resolve(&machine.topology, nthreads)
+            .map_err(SimError::Pinning)?;
+        let mut os = Os::new(
+            &machine.topology,
+            cfg.thp,
+            cfg.task_policy.clone(),
+            cfg.seed,
+        );
         let specs = workload.build(&mut BuildSpace { os: &mut os });
         let c = &machine.core;
         let threads = specs
@@ -127,7 +158,11 @@ impl Simulator {
             .zip(cpus)
             .enumerate()
             .map(|(i, (spec, cpu))| {
-                let node = machine.topology.node_of_cpu(cpu).expect("resolved CPUs exist").index();
+                let node = machine
+                    .topology
+                    .node_of_cpu(cpu)
+                    .expect("resolved CPUs exist")
+                    .index();
                 let phase_names = spec.program.phase_names();
                 Thread {
                     id: i as u32,
@@ -144,7 +179,13 @@ impl Simulator {
                     run: None,
                     tlb: Tlb::new(&c.tlb),
                     l2: SetAssocCache::new(c.private_cache.bytes, c.private_cache.ways),
-                    s: ThreadStats { thread: i as u32, task: spec.task.0, cpu: cpu.0, node: node as u16, ..Default::default() },
+                    s: ThreadStats {
+                        thread: i as u32,
+                        task: spec.task.0,
+                        cpu: cpu.0,
+                        node: node as u16,
+                        ..Default::default()
+                    },
                     phase: None,
                     phase_names,
                 }
@@ -187,7 +228,16 @@ impl Simulator {
             samples_taken: 0,
             refs: 0,
         };
-        Ok(Simulator { machine: machine.clone(), threads, sh, workload_name: workload.name(), cfg, phases: Vec::new(), now: 0.0, policy_ns: 0.0 })
+        Ok(Simulator {
+            machine: machine.clone(),
+            threads,
+            sh,
+            workload_name: workload.name(),
+            cfg,
+            phases: Vec::new(),
+            now: 0.0,
+            policy_ns: 0.0,
+        })
     }
 
     /// Run to completion.
@@ -231,7 +281,10 @@ impl Simulator {
             self.now = end;
             epochs += 1;
             if self.cfg.timeline_interval_ns > 0.0 && self.now >= tl_next {
-                timeline.push(TimelinePoint { t_ns: self.now, ctrl_bytes: std::mem::replace(&mut tl_acc, vec![0.0; bytes.len()]) });
+                timeline.push(TimelinePoint {
+                    t_ns: self.now,
+                    ctrl_bytes: std::mem::replace(&mut tl_acc, vec![0.0; bytes.len()]),
+                });
                 tl_next += self.cfg.timeline_interval_ns;
             }
             if self.now >= next_khugepaged {
@@ -254,7 +307,12 @@ impl Simulator {
             let done = self.threads.iter().filter(|t| t.finished).count();
             if epochs % 64 == 0 {
                 if let Some(cb) = self.cfg.progress.as_mut() {
-                    cb(Progress { sim_time_ns: self.now, memory_references: self.sh.refs, threads_done: done, threads: self.threads.len() });
+                    cb(Progress {
+                        sim_time_ns: self.now,
+                        memory_references: self.sh.refs,
+                        threads_done: done,
+                        threads: self.threads.len(),
+                    });
                 }
             }
             if done == self.threads.len() {
@@ -262,18 +320,32 @@ impl Simulator {
             }
         }
         if tl_acc.iter().any(|b| *b > 0.0) {
-            timeline.push(TimelinePoint { t_ns: self.now, ctrl_bytes: tl_acc });
+            timeline.push(TimelinePoint {
+                t_ns: self.now,
+                ctrl_bytes: tl_acc,
+            });
         }
-        let avg_util: Vec<f64> = util_sum.iter().map(|u| u / link_bytes_epochs.max(1) as f64).collect();
+        let avg_util: Vec<f64> = util_sum
+            .iter()
+            .map(|u| u / link_bytes_epochs.max(1) as f64)
+            .collect();
         Ok(self.finish(started, timeline, avg_util))
     }
 
     /// Release every task whose live threads all wait at a barrier.
     fn release_barriers(&mut self) -> bool {
         let mut released = false;
-        let ntasks = self.threads.iter().map(|t| t.task.index() + 1).max().unwrap_or(0);
+        let ntasks = self
+            .threads
+            .iter()
+            .map(|t| t.task.index() + 1)
+            .max()
+            .unwrap_or(0);
         for task in 0..ntasks {
-            let live = self.threads.iter().filter(|t| t.task.index() == task && !t.finished);
+            let live = self
+                .threads
+                .iter()
+                .filter(|t| t.task.index() == task && !t.finished);
             let (mut any, mut all_wait, mut latest) = (false, true, 0.0f64);
             for t in live {
                 any = true;
@@ -282,7 +354,11 @@ impl Simulator {
             }
             if any && all_wait {
                 let release_at = latest + self.cfg.barrier_ns;
-                for t in self.threads.iter_mut().filter(|t| t.task.index() == task && !t.finished) {
+                for t in self
+                    .threads
+                    .iter_mut()
+                    .filter(|t| t.task.index() == task && !t.finished)
+                {
                     t.s.barrier_wait_ns += release_at - t.clock;
                     t.clock = release_at;
                     t.waiting = false;
@@ -327,8 +403,16 @@ impl Simulator {
             th.pos += 1;
             match op {
                 Op::Access { addr, kind } => access(th, sh, addr, kind)?,
-                Op::Run { base, lines, stride_bytes, kind } => th.run = Some((base, lines, stride_bytes as u64, kind)),
-                Op::Compute { cycles, instructions } => {
+                Op::Run {
+                    base,
+                    lines,
+                    stride_bytes,
+                    kind,
+                } => th.run = Some((base, lines, stride_bytes as u64, kind)),
+                Op::Compute {
+                    cycles,
+                    instructions,
+                } => {
                     let ns = cycles as f64 * sh.p.inv_ghz;
                     th.clock += ns;
                     th.s.compute_ns += ns;
@@ -348,7 +432,10 @@ impl Simulator {
     }
 
     fn khugepaged(&mut self) {
-        let collapsed = self.sh.os.khugepaged_scan(self.cfg.khugepaged_ranges_per_scan);
+        let collapsed = self
+            .sh
+            .os
+            .khugepaged_scan(self.cfg.khugepaged_ranges_per_scan);
         for (start, copies) in collapsed {
             for (from, to, bytes) in copies {
                 if from != to {
@@ -361,8 +448,19 @@ impl Simulator {
         }
     }
 
-    fn task_of_region(&self, task: TaskId, start: u64, len: u64) -> impl Iterator<Item = usize> + '_ {
-        self.sh.os.regions.iter().enumerate().filter(move |(_, r)| r.task == task && r.start < start + len && start < r.end()).map(|(i, _)| i)
+    fn task_of_region(
+        &self,
+        task: TaskId,
+        start: u64,
+        len: u64,
+    ) -> impl Iterator<Item = usize> + '_ {
+        self.sh
+            .os
+            .regions
+            .iter()
+            .enumerate()
+            .filter(move |(_, r)| r.task == task && r.start < start + len && start < r.end())
+            .map(|(i, _)| i)
     }
 
     /// Carry out policy actions. Copies load the memory system; migration cost goes to the
@@ -370,11 +468,21 @@ impl Simulator {
     fn apply(&mut self, actions: Vec<Action>) {
         for a in actions {
             match a {
-                Action::Migrate { task, start, len_bytes, to } => {
+                Action::Migrate {
+                    task,
+                    start,
+                    len_bytes,
+                    to,
+                } => {
                     let r = self.sh.os.migrate_range(start, len_bytes, to);
                     self.after_migration(task, r, true);
                 }
-                Action::Interleave { task, start, len_bytes, nodes } => {
+                Action::Interleave {
+                    task,
+                    start,
+                    len_bytes,
+                    nodes,
+                } => {
                     let r = self.sh.os.interleave_range(start, len_bytes, &nodes);
                     self.after_migration(task, r, true);
                 }
@@ -384,7 +492,12 @@ impl Simulator {
                         self.shootdown(task, s, size.bytes());
                     }
                 }
-                Action::SetThpAdvice { task, start, len_bytes, allow } => {
+                Action::SetThpAdvice {
+                    task,
+                    start,
+                    len_bytes,
+                    allow,
+                } => {
                     let idx: Vec<usize> = self.task_of_region(task, start, len_bytes).collect();
                     for i in idx {
                         self.sh.os.regions[i].thp_advice = Some(allow);
@@ -394,13 +507,22 @@ impl Simulator {
                     self.sh.os.thp_alloc_enabled = allocate;
                     self.sh.os.thp_promote_enabled = promote;
                 }
-                Action::SetRangePolicy { task, start, len_bytes, policy } => {
+                Action::SetRangePolicy {
+                    task,
+                    start,
+                    len_bytes,
+                    policy,
+                } => {
                     let idx: Vec<usize> = self.task_of_region(task, start, len_bytes).collect();
                     for i in idx {
                         self.sh.os.regions[i].policy = Some(policy.clone());
                     }
                 }
-                Action::MarkNextTouch { task, start, len_bytes } => {
+                Action::MarkNextTouch {
+                    task,
+                    start,
+                    len_bytes,
+                } => {
                     for (fs, pte) in self.sh.os.pt.folios(start, len_bytes) {
                         self.sh.os.pt.set_next_touch(fs, pte.size(), true);
                     }
@@ -427,7 +549,14 @@ impl Simulator {
             self.sh.mem.copy(from, to, b);
         }
         if r.folios_moved > 0 {
-            let (base, rate) = if user { (self.sh.p.move_pages_base_ns, self.sh.p.move_pages_bytes_per_ns) } else { (0.0, self.sh.p.kernel_copy_bytes_per_ns) };
+            let (base, rate) = if user {
+                (
+                    self.sh.p.move_pages_base_ns,
+                    self.sh.p.move_pages_bytes_per_ns,
+                )
+            } else {
+                (0.0, self.sh.p.kernel_copy_bytes_per_ns)
+            };
             self.policy_ns += base + bytes as f64 / rate;
             for (s, size) in &r.moved {
                 for th in self.threads.iter_mut().filter(|t| t.task == task) {
@@ -441,7 +570,11 @@ impl Simulator {
     /// Charge a TLB shootdown to every thread of `task`; invalidate the range if given.
     fn shootdown(&mut self, task: TaskId, start: u64, len: u64) {
         let cost = self.sh.p.shootdown_ns;
-        for th in self.threads.iter_mut().filter(|t| t.task == task && !t.finished) {
+        for th in self
+            .threads
+            .iter_mut()
+            .filter(|t| t.task == task && !t.finished)
+        {
             if len > 0 {
                 th.tlb.invalidate_range(start, len);
             }
@@ -450,8 +583,22 @@ impl Simulator {
         }
     }
 
-    fn finish(self, started: Instant, timeline: Vec<TimelinePoint>, avg_util: Vec<f64>) -> SimResult {
-        let Simulator { machine, threads, sh, cfg, workload_name, phases, policy_ns, .. } = self;
+    fn finish(
+        self,
+        started: Instant,
+        timeline: Vec<TimelinePoint>,
+        avg_util: Vec<f64>,
+    ) -> SimResult {
+        let Simulator {
+            machine,
+            threads,
+            sh,
+            cfg,
+            workload_name,
+            phases,
+            policy_ns,
+            ..
+        } = self;
         let per_thread: Vec<ThreadStats> = threads.iter().map(|t| t.s.clone()).collect();
         let sim_time_ns = per_thread.iter().map(|t| t.time_ns).fold(0.0, f64::max);
         let n = machine.topology.num_nodes();
@@ -475,19 +622,28 @@ impl Simulator {
         let links = (0..sh.mem.num_link_slots())
             .map(|s| {
                 let l = &machine.links[s / 2];
-                let (from, to) = if s % 2 == 0 { (l.a.0, l.b.0) } else { (l.b.0, l.a.0) };
+                let (from, to) = if s % 2 == 0 {
+                    (l.a.0, l.b.0)
+                } else {
+                    (l.b.0, l.a.0)
+                };
                 let cap = sh.mem.link_capacity_bytes_per_ns(s);
                 LinkStats {
                     from,
                     to,
                     bytes: sh.mem.link_bytes[s],
                     gbps_per_dir: l.gbps_per_dir,
-                    avg_utilisation: if sim_time_ns > 0.0 { sh.mem.link_bytes[s] / (cap * sim_time_ns) } else { 0.0 },
+                    avg_utilisation: if sim_time_ns > 0.0 {
+                        sh.mem.link_bytes[s] / (cap * sim_time_ns)
+                    } else {
+                        0.0
+                    },
                     peak_utilisation: sh.mem.link_util_max[s],
                 }
             })
             .collect();
-        let metrics = crate::report::compute_metrics(&per_thread, &per_node, &sh.samples, sim_time_ns);
+        let metrics =
+            crate::report::compute_metrics(&per_thread, &per_node, &sh.samples, sim_time_ns);
         SimResult {
             label: cfg.label.clone(),
             machine: machine.id.clone(),
@@ -518,7 +674,10 @@ impl Simulator {
 
 fn close_phase(th: &mut Thread, phases: &mut Vec<PhaseStats>) {
     if let Some((id, start, acc0)) = th.phase.take() {
-        let name = th.phase_names.get(id as usize).map_or_else(|| format!("phase{id}"), |s| s.to_string());
+        let name = th
+            .phase_names
+            .get(id as usize)
+            .map_or_else(|| format!("phase{id}"), |s| s.to_string());
         let acc = th.s.loads + th.s.stores - acc0;
         match phases.iter_mut().find(|p| p.id == id) {
             Some(p) => {
@@ -527,24 +686,44 @@ fn close_phase(th: &mut Thread, phases: &mut Vec<PhaseStats>) {
                 p.thread_ns += th.clock - start;
                 p.accesses += acc;
             }
-            None => phases.push(PhaseStats { id, name, start_ns: start, end_ns: th.clock, thread_ns: th.clock - start, accesses: acc }),
+            None => phases.push(PhaseStats {
+                id,
+                name,
+                start_ns: start,
+                end_ns: th.clock,
+                thread_ns: th.clock - start,
+                accesses: acc,
+            }),
         }
     }
 }
 
 /// Through the private cache, the node's LLC and DRAM. Returns (ns, source, private miss).
 #[inline(always)]
-fn hierarchy(th: &mut Thread, sh: &mut Shared, line: u64, home: usize, dependent: bool, write: bool) -> (f64, DataSource, bool) {
+fn hierarchy(
+    th: &mut Thread,
+    sh: &mut Shared,
+    line: u64,
+    home: usize,
+    dependent: bool,
+    write: bool,
+) -> (f64, DataSource, bool) {
     let node = th.node;
     let overlap = if dependent { 1.0 } else { sh.p.inv_conc };
     match th.l2.access(line, write, home as u8) {
-        CacheOutcome::Hit => (sh.p.private_hit_ns * overlap, DataSource::PrivateCache, false),
+        CacheOutcome::Hit => (
+            sh.p.private_hit_ns * overlap,
+            DataSource::PrivateCache,
+            false,
+        ),
         CacheOutcome::Miss { evicted } => {
             th.s.private_misses += 1;
             if let Some(ev) = evicted {
                 if ev.dirty {
                     // a dirty private line is written into the LLC
-                    if let CacheOutcome::Miss { evicted: Some(e2) } = sh.llc[node].access(ev.line, true, ev.meta) {
+                    if let CacheOutcome::Miss { evicted: Some(e2) } =
+                        sh.llc[node].access(ev.line, true, ev.meta)
+                    {
                         if e2.dirty {
                             sh.mem.write_back(node, e2.meta as usize);
                         }
@@ -599,7 +778,8 @@ fn access(th: &mut Thread, sh: &mut Shared, addr: u64, kind: AccessKind) -> Resu
             th.s.walk_refs += 1;
             // the leaf entry (8 per line) goes through the caches; upper levels hit the
             // paging-structure caches (walk_base_ns)
-            let pt_line = PT_LINE_BASE + ((size.index() as u64) << 50) + (addr >> (size.shift() + 3));
+            let pt_line =
+                PT_LINE_BASE + ((size.index() as u64) << 50) + (addr >> (size.shift() + 3));
             let (ns, _, missed) = hierarchy(th, sh, pt_line, home, true, false);
             if missed {
                 th.s.walk_private_misses += 1;
@@ -608,7 +788,14 @@ fn access(th: &mut Thread, sh: &mut Shared, addr: u64, kind: AccessKind) -> Resu
         }
     }
     let write = kind.writes();
-    let (ns, source, _) = hierarchy(th, sh, addr >> 6, home, kind == AccessKind::DependentRead, write);
+    let (ns, source, _) = hierarchy(
+        th,
+        sh,
+        addr >> 6,
+        home,
+        kind == AccessKind::DependentRead,
+        write,
+    );
     cost += ns;
     if write {
         th.s.stores += 1;
@@ -633,7 +820,16 @@ fn access(th: &mut Thread, sh: &mut Shared, addr: u64, kind: AccessKind) -> Resu
 
 #[cold]
 #[allow(clippy::too_many_arguments)]
-fn take_sample(th: &mut Thread, sh: &mut Shared, addr: u64, home: usize, size: PageSize, source: DataSource, ns: f64, write: bool) {
+fn take_sample(
+    th: &mut Thread,
+    sh: &mut Shared,
+    addr: u64,
+    home: usize,
+    size: PageSize,
+    source: DataSource,
+    ns: f64,
+    write: bool,
+) {
     sh.samples_taken += 1;
     let s = AccessSample {
         time_ns: th.clock as u64,
@@ -659,7 +855,12 @@ fn take_sample(th: &mut Thread, sh: &mut Shared, addr: u64, home: usize, size: P
 
 /// Faults: first touch, next-touch migration, hinting-fault protection.
 #[cold]
-fn slow_path(th: &mut Thread, sh: &mut Shared, addr: u64, pte: crate::os::pagetable::Pte) -> Result<f64, SimError> {
+fn slow_path(
+    th: &mut Thread,
+    sh: &mut Shared,
+    addr: u64,
+    pte: crate::os::pagetable::Pte,
+) -> Result<f64, SimError> {
     let local = NodeId(th.node as u16);
     if !pte.present() {
         let f = sh.os.fault(th.task, addr, local)?;
@@ -710,21 +911,42 @@ impl MemoryView for Simulator {
             return None;
         }
         let pte = self.sh.os.pt.try_get(addr);
-        pte.present().then(|| PageInfo { start: pte.size().align_down(addr), size: pte.size(), node: NodeId(pte.node() as u16) })
+        pte.present().then(|| PageInfo {
+            start: pte.size().align_down(addr),
+            size: pte.size(),
+            node: NodeId(pte.node() as u16),
+        })
     }
     fn regions(&self) -> Vec<RegionInfo> {
         self.sh
             .os
             .regions
             .iter()
-            .map(|r| RegionInfo { task: r.task, start: r.start, len_bytes: r.len, name: r.name.clone(), policy: r.policy.clone(), thp_advice: r.thp_advice })
+            .map(|r| RegionInfo {
+                task: r.task,
+                start: r.start,
+                len_bytes: r.len,
+                name: r.name.clone(),
+                policy: r.policy.clone(),
+                thp_advice: r.thp_advice,
+            })
             .collect()
     }
     fn threads(&self) -> Vec<ThreadInfo> {
-        self.threads.iter().map(|t| ThreadInfo { thread: ThreadId(t.id), task: t.task, cpu: t.cpu, node: NodeId(t.node as u16) }).collect()
+        self.threads
+            .iter()
+            .map(|t| ThreadInfo {
+                thread: ThreadId(t.id),
+                task: t.task,
+                cpu: t.cpu,
+                node: NodeId(t.node as u16),
+            })
+            .collect()
     }
     fn thread_counters(&self, thread: ThreadId) -> ThreadCounters {
-        let Some(t) = self.threads.get(thread.index()) else { return ThreadCounters::default() };
+        let Some(t) = self.threads.get(thread.index()) else {
+            return ThreadCounters::default();
+        };
         ThreadCounters {
             instructions: t.s.instructions,
             loads: t.s.loads,
@@ -735,17 +957,27 @@ impl MemoryView for Simulator {
         }
     }
     fn node_traffic(&self) -> NodeTraffic {
-        NodeTraffic { served: self.sh.mem.served.clone() }
+        NodeTraffic {
+            served: self.sh.mem.served.clone(),
+        }
     }
     fn samples(&self) -> &[AccessSample] {
         &self.sh.tick_samples
     }
     fn free_bytes(&self, node: NodeId) -> u64 {
-        self.sh.os.free_pages.get(node.index()).map_or(0, |p| p << 12)
+        self.sh
+            .os
+            .free_pages
+            .get(node.index())
+            .map_or(0, |p| p << 12)
     }
 }
 
 /// Convenience: simulate `workload` on `machine` with `cfg`.
-pub fn simulate(machine: &Machine, workload: &dyn Workload, cfg: SimConfig) -> Result<SimResult, SimError> {
+pub fn simulate(
+    machine: &Machine,
+    workload: &dyn Workload,
+    cfg: SimConfig,
+) -> Result<SimResult, SimError> {
     Simulator::new(machine, workload, cfg)?.run()
 }

@@ -5,11 +5,11 @@
 //! - [`os`]: page table, first-touch placement under memory policies, THP, migration;
 //! - [`engine`]: per-thread clocks advanced in epochs, barriers, the sampler, results.
 
+pub mod config;
+pub mod engine;
 pub mod hw;
 pub mod memsys;
 pub mod os;
-pub mod config;
-pub mod engine;
 pub mod pinning;
 pub mod report;
 pub mod results;

@@ -68,9 +68,22 @@ impl MemSys {
             for d in 0..n {
                 let (sn, dn) = (NodeId(s as u16), NodeId(d as u16));
                 // data of a read travels from the owner d to the requester s
-                read_slots[s * n + d] = routes.route(dn, sn).iter().map(|l| l.slot() as u16).collect();
-                read_hop_ns[s * n + d] = routes.route(dn, sn).iter().enumerate().map(|(pos, l)| m.links[l.link].hop_ns_at(pos)).collect();
-                write_slots[s * n + d] = routes.route(sn, dn).iter().map(|l| l.slot() as u16).collect();
+                read_slots[s * n + d] = routes
+                    .route(dn, sn)
+                    .iter()
+                    .map(|l| l.slot() as u16)
+                    .collect();
+                read_hop_ns[s * n + d] = routes
+                    .route(dn, sn)
+                    .iter()
+                    .enumerate()
+                    .map(|(pos, l)| m.links[l.link].hop_ns_at(pos))
+                    .collect();
+                write_slots[s * n + d] = routes
+                    .route(sn, dn)
+                    .iter()
+                    .map(|l| l.slot() as u16)
+                    .collect();
             }
         }
         let mut link_bytes_per_ns = vec![0.0; slots];
@@ -114,7 +127,11 @@ impl MemSys {
 
     fn recompute_latencies(&mut self) {
         let n = self.n;
-        let shape: Vec<f64> = self.link_util.iter().map(|u| self.link_shape.at(u.min(1.0))).collect();
+        let shape: Vec<f64> = self
+            .link_util
+            .iter()
+            .map(|u| self.link_shape.at(u.min(1.0)))
+            .collect();
         for s in 0..n {
             for d in 0..n {
                 let i = s * n + d;
@@ -200,19 +217,29 @@ impl MemSys {
             let u = self.epoch_ctrl_bytes[d] / (self.ctrl_bytes_per_ns[d] * epoch_ns);
             let total = self.curves[d].at(self.ctrl_util[d].min(1.0)) + self.ctrl_penalty_ns[d];
             self.ctrl_util[d] = SMOOTHING * u + (1.0 - SMOOTHING) * self.ctrl_util[d];
-            self.ctrl_penalty_ns[d] = overload_penalty(self.ctrl_penalty_ns[d], total, u, self.curves[d].at(self.ctrl_util[d].min(1.0)));
+            self.ctrl_penalty_ns[d] = overload_penalty(
+                self.ctrl_penalty_ns[d],
+                total,
+                u,
+                self.curves[d].at(self.ctrl_util[d].min(1.0)),
+            );
             self.ctrl_util_max[d] = self.ctrl_util_max[d].max(self.ctrl_util[d]);
         }
         for l in 0..self.link_hop_ns.len() {
             self.link_bytes[l] += self.epoch_link_bytes[l];
             let u = self.epoch_link_bytes[l] / (self.link_bytes_per_ns[l] * epoch_ns);
-            let path = if link_cnt[l] > 0 { link_ref[l] / link_cnt[l] as f64 } else { self.link_hop_ns[l] };
+            let path = if link_cnt[l] > 0 {
+                link_ref[l] / link_cnt[l] as f64
+            } else {
+                self.link_hop_ns[l]
+            };
             let own_old = self.link_hop_ns[l] * self.link_shape.at(self.link_util[l].min(1.0));
             self.link_util[l] = SMOOTHING * u + (1.0 - SMOOTHING) * self.link_util[l];
             let own_new = self.link_hop_ns[l] * self.link_shape.at(self.link_util[l].min(1.0));
             // the rest of the path (controller, other hops) stays as it was
             let unpenalised = path - self.link_penalty_ns[l] - own_old + own_new;
-            self.link_penalty_ns[l] = overload_penalty(self.link_penalty_ns[l], path, u, unpenalised);
+            self.link_penalty_ns[l] =
+                overload_penalty(self.link_penalty_ns[l], path, u, unpenalised);
             self.link_util_max[l] = self.link_util_max[l].max(self.link_util[l]);
             self.epoch_link_bytes[l] = 0.0;
         }

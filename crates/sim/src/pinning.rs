@@ -21,7 +21,13 @@ pub enum Pinning {
     Cpus(Vec<CpuId>),
 }
 
-pub const PINNING_NAMES: &[&str] = &["none", "sockorder", "sockets", "sequential", "CPU list such as 0-7,16"];
+pub const PINNING_NAMES: &[&str] = &[
+    "none",
+    "sockorder",
+    "sockets",
+    "sequential",
+    "CPU list such as 0-7,16",
+];
 
 impl FromStr for Pinning {
     type Err = String;
@@ -36,7 +42,12 @@ impl FromStr for Pinning {
                 for part in other.split(',') {
                     let part = part.trim();
                     let (a, b) = part.split_once('-').unwrap_or((part, part));
-                    let err = || format!("unknown pinning '{s}': expected one of {}", PINNING_NAMES.join(", "));
+                    let err = || {
+                        format!(
+                            "unknown pinning '{s}': expected one of {}",
+                            PINNING_NAMES.join(", ")
+                        )
+                    };
                     let a: u32 = a.trim().parse().map_err(|_| err())?;
                     let b: u32 = b.trim().parse().map_err(|_| err())?;
                     if a > b {
@@ -68,7 +79,12 @@ impl fmt::Display for Pinning {
 impl Pinning {
     /// The CPU of each of `threads` threads. Errors name unknown CPUs or oversubscription.
     pub fn resolve(&self, topo: &Topology, threads: usize) -> Result<Vec<CpuId>, String> {
-        let nodes: Vec<&Vec<CpuId>> = topo.nodes.iter().map(|n| &n.cpus).filter(|c| !c.is_empty()).collect();
+        let nodes: Vec<&Vec<CpuId>> = topo
+            .nodes
+            .iter()
+            .map(|n| &n.cpus)
+            .filter(|c| !c.is_empty())
+            .collect();
         let total = topo.num_cpus();
         if threads > total {
             return Err(format!(
@@ -127,7 +143,11 @@ pub fn cpu_list(cpus: &[CpuId]) -> String {
         while j + 1 < cpus.len() && cpus[j + 1].0 == cpus[j].0 + 1 {
             j += 1;
         }
-        parts.push(if i == j { format!("{}", cpus[i].0) } else { format!("{}-{}", cpus[i].0, cpus[j].0) });
+        parts.push(if i == j {
+            format!("{}", cpus[i].0)
+        } else {
+            format!("{}-{}", cpus[i].0, cpus[j].0)
+        });
         i = j + 1;
     }
     parts.join(",")
@@ -141,8 +161,16 @@ mod tests {
     /// 4 nodes × 2 cores, node k has cores k and k+4 (the §9 example).
     fn example() -> Topology {
         Topology {
-            nodes: (0..4u32).map(|k| NodeInfo { id: NodeId(k as u16), cpus: vec![CpuId(k), CpuId(k + 4)], mem_bytes: 1 << 30 }).collect(),
-            distances: (0..4).map(|i| (0..4).map(|j| if i == j { 10 } else { 20 }).collect()).collect(),
+            nodes: (0..4u32)
+                .map(|k| NodeInfo {
+                    id: NodeId(k as u16),
+                    cpus: vec![CpuId(k), CpuId(k + 4)],
+                    mem_bytes: 1 << 30,
+                })
+                .collect(),
+            distances: (0..4)
+                .map(|i| (0..4).map(|j| if i == j { 10 } else { 20 }).collect())
+                .collect(),
             smt: 1,
         }
     }
@@ -154,17 +182,42 @@ mod tests {
     #[test]
     fn configurations_match_the_reference_example() {
         let t = example();
-        assert_eq!(ids(Pinning::Sockorder.resolve(&t, 8).unwrap()), vec![0, 4, 1, 5, 2, 6, 3, 7]);
-        assert_eq!(ids(Pinning::Sequential.resolve(&t, 8).unwrap()), vec![0, 1, 2, 3, 4, 5, 6, 7]);
-        assert_eq!(ids("3,5".parse::<Pinning>().unwrap().resolve(&t, 2).unwrap()), vec![3, 5]);
+        assert_eq!(
+            ids(Pinning::Sockorder.resolve(&t, 8).unwrap()),
+            vec![0, 4, 1, 5, 2, 6, 3, 7]
+        );
+        assert_eq!(
+            ids(Pinning::Sequential.resolve(&t, 8).unwrap()),
+            vec![0, 1, 2, 3, 4, 5, 6, 7]
+        );
+        assert_eq!(
+            ids("3,5".parse::<Pinning>().unwrap().resolve(&t, 2).unwrap()),
+            vec![3, 5]
+        );
     }
 
     #[test]
     fn bad_pinning_is_refused() {
         let t = example();
-        assert!(Pinning::Sockorder.resolve(&t, 9).unwrap_err().contains("8 CPUs"));
-        assert!("0-9".parse::<Pinning>().unwrap().resolve(&t, 2).unwrap_err().contains("CPU 8 does not exist"));
-        assert!("0".parse::<Pinning>().unwrap().resolve(&t, 2).unwrap_err().contains("two of the 2 threads"));
-        assert!("spread".parse::<Pinning>().unwrap_err().contains("sockorder"));
+        assert!(Pinning::Sockorder
+            .resolve(&t, 9)
+            .unwrap_err()
+            .contains("8 CPUs"));
+        assert!("0-9"
+            .parse::<Pinning>()
+            .unwrap()
+            .resolve(&t, 2)
+            .unwrap_err()
+            .contains("CPU 8 does not exist"));
+        assert!("0"
+            .parse::<Pinning>()
+            .unwrap()
+            .resolve(&t, 2)
+            .unwrap_err()
+            .contains("two of the 2 threads"));
+        assert!("spread"
+            .parse::<Pinning>()
+            .unwrap_err()
+            .contains("sockorder"));
     }
 }

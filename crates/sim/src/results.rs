@@ -135,6 +135,9 @@ impl SimResult {
     }
 
     pub fn dram_bytes(&self) -> u64 {
-        self.per_node.iter().map(|n| n.ctrl_read_bytes + n.ctrl_write_bytes).sum()
+        self.per_node
+            .iter()
+            .map(|n| n.ctrl_read_bytes + n.ctrl_write_bytes)
+            .sum()
     }
 }

@@ -1,7 +1,10 @@
 //! Placement mechanisms pinned by hand-built scenarios: THP false sharing, weighted and
 //! percentage placement, fault counts per page size.
 
-use numalab_core::{AccessKind, AddressSpace, MapOptions, MemPolicy, NodeMask, Op, TaskId, ThreadProgram, ThreadSpec, Workload};
+use numalab_core::{
+    AccessKind, AddressSpace, MapOptions, MemPolicy, NodeMask, Op, TaskId, ThreadProgram,
+    ThreadSpec, Workload,
+};
 use numalab_machine::Machine;
 use numalab_sim::{simulate, Pinning, SimConfig, SimResult, ThpMode};
 
@@ -29,8 +32,18 @@ impl Workload for Script {
         self.threads
     }
     fn build(&self, mem: &mut dyn AddressSpace) -> Vec<ThreadSpec> {
-        let bases: Vec<u64> = self.maps.iter().enumerate().map(|(i, (b, o))| mem.mmap(TaskId(0), &format!("m{i}"), *b, o.clone())).collect();
-        (0..self.threads).map(|t| ThreadSpec { task: TaskId(0), program: Box::new(Fixed((self.ops)(&bases, t))) }).collect()
+        let bases: Vec<u64> = self
+            .maps
+            .iter()
+            .enumerate()
+            .map(|(i, (b, o))| mem.mmap(TaskId(0), &format!("m{i}"), *b, o.clone()))
+            .collect();
+        (0..self.threads)
+            .map(|t| ThreadSpec {
+                task: TaskId(0),
+                program: Box::new(Fixed((self.ops)(&bases, t))),
+            })
+            .collect()
     }
 }
 
@@ -39,13 +52,23 @@ fn machine() -> Machine {
 }
 
 fn run(w: &Script, pin: Pinning, thp: ThpMode, policy: MemPolicy) -> SimResult {
-    let cfg = SimConfig { pinning: pin, thp, task_policy: policy, ..Default::default() };
+    let cfg = SimConfig {
+        pinning: pin,
+        thp,
+        task_policy: policy,
+        ..Default::default()
+    };
     simulate(&machine(), w, cfg).unwrap()
 }
 
 /// Each line of `[start, start+len)` once, as a write run.
 fn write_lines(start: u64, len: u64) -> Op {
-    Op::Run { base: start, lines: (len / 64) as u32, stride_bytes: 64, kind: AccessKind::Write }
+    Op::Run {
+        base: start,
+        lines: (len / 64) as u32,
+        stride_bytes: 64,
+        kind: AccessKind::Write,
+    }
 }
 
 #[test]
@@ -68,8 +91,14 @@ fn thp_false_sharing_halves_locality() {
     let huge = run(&w, cpus, ThpMode::Always, MemPolicy::Default);
     let lar_small = small.metrics.lar_percent.unwrap();
     let lar_huge = huge.metrics.lar_percent.unwrap();
-    assert!(lar_small > 99.9, "4 KB pages: every thread's half is local, LAR {lar_small}");
-    assert!((lar_huge - 50.0).abs() < 5.0, "2 MB page on one node: about half the accesses are remote, LAR {lar_huge}");
+    assert!(
+        lar_small > 99.9,
+        "4 KB pages: every thread's half is local, LAR {lar_small}"
+    );
+    assert!(
+        (lar_huge - 50.0).abs() < 5.0,
+        "2 MB page on one node: about half the accesses are remote, LAR {lar_huge}"
+    );
     assert_eq!(huge.vmstat.pgfault_2m, 1);
     assert_eq!(small.vmstat.pgfault_4k, 512);
 }
@@ -80,30 +109,71 @@ fn touch_all(b: &[u64], _t: usize) -> Vec<Op> {
 
 fn resident_share(r: &SimResult) -> Vec<f64> {
     let total: u64 = r.per_node.iter().map(|n| n.resident_bytes).sum();
-    r.per_node.iter().map(|n| 100.0 * n.resident_bytes as f64 / total as f64).collect()
+    r.per_node
+        .iter()
+        .map(|n| 100.0 * n.resident_bytes as f64 / total as f64)
+        .collect()
 }
 
 #[test]
 fn weighted_interleave_3_to_1_hits_its_target() {
-    let w = Script { maps: vec![(64 << 20, MapOptions::default())], threads: 1, ops: touch_all };
+    let w = Script {
+        maps: vec![(64 << 20, MapOptions::default())],
+        threads: 1,
+        ops: touch_all,
+    };
     let online = machine().topology.online();
     let p = MemPolicy::parse("weighted-interleave:0=3,1=1", &online).unwrap();
-    let r = run(&w, Pinning::Cpus(vec![numalab_core::CpuId(0)]), ThpMode::Never, p);
+    let r = run(
+        &w,
+        Pinning::Cpus(vec![numalab_core::CpuId(0)]),
+        ThpMode::Never,
+        p,
+    );
     let s = resident_share(&r);
-    assert!((s[0] - 75.0).abs() <= 1.0 && (s[1] - 25.0).abs() <= 1.0, "shares {s:?}");
+    assert!(
+        (s[0] - 75.0).abs() <= 1.0 && (s[1] - 25.0).abs() <= 1.0,
+        "shares {s:?}"
+    );
 }
 
 #[test]
 fn remote_percent_40_hits_its_target() {
-    let w = Script { maps: vec![(64 << 20, MapOptions::default())], threads: 1, ops: touch_all };
-    let p = MemPolicy::RemotePercent { percent: 40, remote: NodeMask::single(numalab_core::NodeId(1)) };
-    let r = run(&w, Pinning::Cpus(vec![numalab_core::CpuId(0)]), ThpMode::Never, p);
+    let w = Script {
+        maps: vec![(64 << 20, MapOptions::default())],
+        threads: 1,
+        ops: touch_all,
+    };
+    let p = MemPolicy::RemotePercent {
+        percent: 40,
+        remote: NodeMask::single(numalab_core::NodeId(1)),
+    };
+    let r = run(
+        &w,
+        Pinning::Cpus(vec![numalab_core::CpuId(0)]),
+        ThpMode::Never,
+        p,
+    );
     let s = resident_share(&r);
-    assert!((s[0] - 60.0).abs() <= 1.0 && (s[1] - 40.0).abs() <= 1.0, "shares {s:?}");
+    assert!(
+        (s[0] - 60.0).abs() <= 1.0 && (s[1] - 40.0).abs() <= 1.0,
+        "shares {s:?}"
+    );
     // with THP the unit of placement is 2 MB, and the split still lands within a point
-    let r = run(&w, Pinning::Cpus(vec![numalab_core::CpuId(0)]), ThpMode::Always, MemPolicy::RemotePercent { percent: 40, remote: NodeMask::empty() });
+    let r = run(
+        &w,
+        Pinning::Cpus(vec![numalab_core::CpuId(0)]),
+        ThpMode::Always,
+        MemPolicy::RemotePercent {
+            percent: 40,
+            remote: NodeMask::empty(),
+        },
+    );
     let remote: f64 = resident_share(&r)[1..].iter().sum();
-    assert!((remote - 40.0).abs() <= 1.0 + 100.0 / 32.0, "THP remote share {remote}");
+    assert!(
+        (remote - 40.0).abs() <= 1.0 + 100.0 / 32.0,
+        "THP remote share {remote}"
+    );
 }
 
 #[test]
@@ -112,25 +182,63 @@ fn fresh_gigabyte_faults_512_to_1() {
         maps: vec![(1 << 30, MapOptions::default())],
         threads: 1,
         // one write per 4 KB page
-        ops: |b, _| vec![Op::Run { base: b[0], lines: (1 << 30) / 4096, stride_bytes: 4096, kind: AccessKind::Write }],
+        ops: |b, _| {
+            vec![Op::Run {
+                base: b[0],
+                lines: (1 << 30) / 4096,
+                stride_bytes: 4096,
+                kind: AccessKind::Write,
+            }]
+        },
     };
-    let small = run(&w, Pinning::Cpus(vec![numalab_core::CpuId(0)]), ThpMode::Never, MemPolicy::Default);
-    let huge = run(&w, Pinning::Cpus(vec![numalab_core::CpuId(0)]), ThpMode::Always, MemPolicy::Default);
+    let small = run(
+        &w,
+        Pinning::Cpus(vec![numalab_core::CpuId(0)]),
+        ThpMode::Never,
+        MemPolicy::Default,
+    );
+    let huge = run(
+        &w,
+        Pinning::Cpus(vec![numalab_core::CpuId(0)]),
+        ThpMode::Always,
+        MemPolicy::Default,
+    );
     assert_eq!(small.vmstat.pgfault_4k, 262_144);
     assert_eq!(huge.vmstat.pgfault_2m, 512);
     assert_eq!(small.total_faults(), 512 * huge.total_faults());
-    assert!(small.per_thread[0].fault_ns > huge.per_thread[0].fault_ns, "4 KB faults cost more in total");
+    assert!(
+        small.per_thread[0].fault_ns > huge.per_thread[0].fault_ns,
+        "4 KB faults cost more in total"
+    );
 }
 
 #[test]
 fn bind_to_a_full_node_is_an_error_naming_the_nodes() {
     let w = Script {
-        maps: vec![(1 << 30, MapOptions { policy: Some(MemPolicy::Bind { nodes: NodeMask::single(numalab_core::NodeId(3)), numa_balancing: false }), ..Default::default() })],
+        maps: vec![(
+            1 << 30,
+            MapOptions {
+                policy: Some(MemPolicy::Bind {
+                    nodes: NodeMask::single(numalab_core::NodeId(3)),
+                    numa_balancing: false,
+                }),
+                ..Default::default()
+            },
+        )],
         threads: 1,
-        ops: |b, _| vec![Op::Run { base: b[0], lines: (1 << 30) / 4096, stride_bytes: 4096, kind: AccessKind::Write }],
+        ops: |b, _| {
+            vec![Op::Run {
+                base: b[0],
+                lines: (1 << 30) / 4096,
+                stride_bytes: 4096,
+                kind: AccessKind::Write,
+            }]
+        },
     };
     let mut m = machine();
     m.topology.nodes[3].mem_bytes = 256 << 20;
-    let err = simulate(&m, &w, SimConfig::default()).unwrap_err().to_string();
+    let err = simulate(&m, &w, SimConfig::default())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("nodes 3 are full"), "{err}");
 }

@@ -40,7 +40,11 @@ pub struct PlaceCtx<'a> {
 }
 
 fn nodes_near(ctx: &PlaceCtx, from: NodeId, mask: Option<&NodeMask>) -> Vec<NodeId> {
-    ctx.zonelists[from.index()].iter().copied().filter(|n| mask.is_none_or(|m| m.contains(*n))).collect()
+    ctx.zonelists[from.index()]
+        .iter()
+        .copied()
+        .filter(|n| mask.is_none_or(|m| m.contains(*n)))
+        .collect()
 }
 
 fn weighted_pick(nodes: &NodeMask, weights: &[u8], mut r: u64) -> NodeId {
@@ -55,9 +59,19 @@ fn weighted_pick(nodes: &NodeMask, weights: &[u8], mut r: u64) -> NodeId {
 }
 
 /// Decide the node for one allocation. `rand` draws a uniform integer below its argument.
-pub fn place(policy: &MemPolicy, st: &mut PolicyState, ctx: &PlaceCtx, rand: &mut dyn FnMut(u64) -> u64) -> Placement {
+pub fn place(
+    policy: &MemPolicy,
+    st: &mut PolicyState,
+    ctx: &PlaceCtx,
+    rand: &mut dyn FnMut(u64) -> u64,
+) -> Placement {
     let zonelist = |n: NodeId| ctx.zonelists[n.index()].clone();
-    let simple = |n: NodeId| Placement { intended: n, order: zonelist(n), strict: false, interleave: false };
+    let simple = |n: NodeId| Placement {
+        intended: n,
+        order: zonelist(n),
+        strict: false,
+        interleave: false,
+    };
     match policy {
         MemPolicy::Default | MemPolicy::Local => simple(ctx.local),
         MemPolicy::Preferred { node } => simple(*node),
@@ -68,11 +82,21 @@ pub fn place(policy: &MemPolicy, st: &mut PolicyState, ctx: &PlaceCtx, rand: &mu
                     order.push(n);
                 }
             }
-            Placement { intended: order[0], order, strict: false, interleave: false }
+            Placement {
+                intended: order[0],
+                order,
+                strict: false,
+                interleave: false,
+            }
         }
         MemPolicy::Bind { nodes, .. } => {
             let order = nodes_near(ctx, ctx.local, Some(nodes));
-            Placement { intended: order[0], order, strict: true, interleave: false }
+            Placement {
+                intended: order[0],
+                order,
+                strict: true,
+                interleave: false,
+            }
         }
         MemPolicy::Interleave { nodes } => {
             let w = nodes.weight();
@@ -84,12 +108,20 @@ pub fn place(policy: &MemPolicy, st: &mut PolicyState, ctx: &PlaceCtx, rand: &mu
                     n
                 }
             };
-            Placement { intended: n, order: zonelist(n), strict: false, interleave: true }
+            Placement {
+                intended: n,
+                order: zonelist(n),
+                strict: false,
+                interleave: true,
+            }
         }
         MemPolicy::WeightedInterleave { nodes, weights } => {
             let n = match ctx.vma_offset {
                 Some(off) => {
-                    let total: u64 = nodes.iter().map(|n| MemPolicy::weight_of(weights, n) as u64).sum();
+                    let total: u64 = nodes
+                        .iter()
+                        .map(|n| MemPolicy::weight_of(weights, n) as u64)
+                        .sum();
                     weighted_pick(nodes, weights, off % total)
                 }
                 None => {
@@ -105,7 +137,12 @@ pub fn place(policy: &MemPolicy, st: &mut PolicyState, ctx: &PlaceCtx, rand: &mu
                     n
                 }
             };
-            Placement { intended: n, order: zonelist(n), strict: false, interleave: true }
+            Placement {
+                intended: n,
+                order: zonelist(n),
+                strict: false,
+                interleave: true,
+            }
         }
         MemPolicy::RemotePercent { percent, remote } => {
             // The k-th 4 KiB unit goes remote iff floor((k+1)·p/100) > floor(k·p/100) ([fix],
@@ -119,14 +156,20 @@ pub fn place(policy: &MemPolicy, st: &mut PolicyState, ctx: &PlaceCtx, rand: &mu
             if !go_remote {
                 return simple(ctx.local);
             }
-            let pool = if remote.is_empty() { ctx.topo.online() } else { *remote };
+            let pool = if remote.is_empty() {
+                ctx.topo.online()
+            } else {
+                *remote
+            };
             let candidates = pool.and_not(&NodeMask::single(ctx.local));
             if candidates.is_empty() {
                 st.pct_shortfall_units += ctx.units;
                 return simple(ctx.local);
             }
             st.pct_remote_units += ctx.units;
-            let n = candidates.nth(rand(candidates.weight() as u64) as usize).unwrap();
+            let n = candidates
+                .nth(rand(candidates.weight() as u64) as usize)
+                .unwrap();
             simple(n)
         }
     }
@@ -139,11 +182,21 @@ mod tests {
 
     fn topo(n: usize) -> (Topology, Vec<Vec<NodeId>>) {
         let t = Topology {
-            nodes: (0..n).map(|i| NodeInfo { id: NodeId(i as u16), cpus: vec![CpuId(i as u32)], mem_bytes: 1 << 30 }).collect(),
-            distances: (0..n).map(|i| (0..n).map(|j| if i == j { 10 } else { 20 }).collect()).collect(),
+            nodes: (0..n)
+                .map(|i| NodeInfo {
+                    id: NodeId(i as u16),
+                    cpus: vec![CpuId(i as u32)],
+                    mem_bytes: 1 << 30,
+                })
+                .collect(),
+            distances: (0..n)
+                .map(|i| (0..n).map(|j| if i == j { 10 } else { 20 }).collect())
+                .collect(),
             smt: 1,
         };
-        let z = (0..n).map(|i| t.nodes_by_distance(NodeId(i as u16))).collect();
+        let z = (0..n)
+            .map(|i| t.nodes_by_distance(NodeId(i as u16)))
+            .collect();
         (t, z)
     }
 
@@ -152,12 +205,20 @@ mod tests {
         let mut st = PolicyState::default();
         let mut seed = 1u64;
         let mut rand = |m: u64| {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (seed >> 33) % m
         };
         let mut c = vec![0; n];
         for i in 0..allocs {
-            let ctx = PlaceCtx { topo: &t, zonelists: &z, local: NodeId(0), vma_offset: vma.then_some(i as u64), units: 1 };
+            let ctx = PlaceCtx {
+                topo: &t,
+                zonelists: &z,
+                local: NodeId(0),
+                vma_offset: vma.then_some(i as u64),
+                units: 1,
+            };
             c[place(policy, &mut st, &ctx, &mut rand).intended.index()] += 1;
         }
         c
@@ -165,34 +226,54 @@ mod tests {
 
     #[test]
     fn interleave_round_robin() {
-        let p = MemPolicy::Interleave { nodes: NodeMask::first_n(4) };
+        let p = MemPolicy::Interleave {
+            nodes: NodeMask::first_n(4),
+        };
         assert_eq!(count(&p, 4, 400, false), vec![100; 4]);
         assert_eq!(count(&p, 4, 400, true), vec![100; 4]);
     }
 
     #[test]
     fn weighted_interleave_3_to_1() {
-        let p = MemPolicy::WeightedInterleave { nodes: NodeMask::first_n(2), weights: vec![3, 1] };
+        let p = MemPolicy::WeightedInterleave {
+            nodes: NodeMask::first_n(2),
+            weights: vec![3, 1],
+        };
         assert_eq!(count(&p, 2, 400, false), vec![300, 100]);
         assert_eq!(count(&p, 2, 400, true), vec![300, 100]);
     }
 
     #[test]
     fn remote_percent_is_exact_and_even() {
-        let p = MemPolicy::RemotePercent { percent: 40, remote: NodeMask::empty() };
+        let p = MemPolicy::RemotePercent {
+            percent: 40,
+            remote: NodeMask::empty(),
+        };
         assert_eq!(count(&p, 2, 1000, false), vec![600, 400]);
         let c = count(&p, 4, 3000, false);
         assert_eq!(c[0], 1800);
-        assert!(c[1..].iter().all(|&x| x > 300), "remote units spread over all remote nodes: {c:?}");
+        assert!(
+            c[1..].iter().all(|&x| x > 300),
+            "remote units spread over all remote nodes: {c:?}"
+        );
     }
 
     #[test]
     fn remote_percent_without_candidates_stays_local() {
         let (t, z) = topo(1);
         let mut st = PolicyState::default();
-        let p = MemPolicy::RemotePercent { percent: 50, remote: NodeMask::empty() };
+        let p = MemPolicy::RemotePercent {
+            percent: 50,
+            remote: NodeMask::empty(),
+        };
         for _ in 0..10 {
-            let ctx = PlaceCtx { topo: &t, zonelists: &z, local: NodeId(0), vma_offset: None, units: 1 };
+            let ctx = PlaceCtx {
+                topo: &t,
+                zonelists: &z,
+                local: NodeId(0),
+                vma_offset: None,
+                units: 1,
+            };
             assert_eq!(place(&p, &mut st, &ctx, &mut |_| 0).intended, NodeId(0));
         }
         assert_eq!(st.pct_shortfall_units, 5);

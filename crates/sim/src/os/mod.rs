@@ -31,7 +31,9 @@ impl FromStr for ThpMode {
             "never" => Ok(ThpMode::Never),
             "madvise" => Ok(ThpMode::Madvise),
             "always" => Ok(ThpMode::Always),
-            _ => Err(format!("unknown THP mode '{s}': expected never, madvise or always")),
+            _ => Err(format!(
+                "unknown THP mode '{s}': expected never, madvise or always"
+            )),
         }
     }
 }
@@ -100,9 +102,17 @@ pub enum OsError {
     #[error("segmentation fault: task {task} touched address {addr:#x}, which no mapping covers (a workload bug)")]
     Segfault { task: u32, addr: u64 },
     #[error("out of memory: {what} needs {need_pages} pages but nodes {nodes} are full (MPOL_BIND does not fall back)")]
-    BindOom { what: String, need_pages: u64, nodes: String },
+    BindOom {
+        what: String,
+        need_pages: u64,
+        nodes: String,
+    },
     #[error("out of memory: {what} needs {need_pages} pages and every node is full ({total_gib:.1} GiB simulated)")]
-    Oom { what: String, need_pages: u64, total_gib: f64 },
+    Oom {
+        what: String,
+        need_pages: u64,
+        total_gib: f64,
+    },
 }
 
 /// The outcome of a first-touch fault.
@@ -162,7 +172,9 @@ impl Os {
             thp,
             thp_alloc_enabled: true,
             thp_promote_enabled: true,
-            zonelists: (0..topo.num_nodes()).map(|i| topo.nodes_by_distance(NodeId(i as u16))).collect(),
+            zonelists: (0..topo.num_nodes())
+                .map(|i| topo.nodes_by_distance(NodeId(i as u16)))
+                .collect(),
             topo: topo.clone(),
             rng: seed | 1,
             khugepaged_cursor: VA_BASE,
@@ -176,7 +188,10 @@ impl Os {
 
     fn task_mut(&mut self, task: TaskId) -> &mut TaskMm {
         while self.tasks.len() <= task.index() {
-            self.tasks.push(TaskMm { policy: self.default_task_policy.clone(), pstate: PolicyState::default() });
+            self.tasks.push(TaskMm {
+                policy: self.default_task_policy.clone(),
+                pstate: PolicyState::default(),
+            });
         }
         &mut self.tasks[task.index()]
     }
@@ -189,7 +204,15 @@ impl Os {
     }
 
     /// mmap: reserve a range, 2 MiB aligned (1 GiB for 1G hugetlb), populated at first touch.
-    pub fn mmap(&mut self, task: TaskId, name: &str, bytes: u64, hugetlb: Option<PageSize>, thp_advice: Option<bool>, policy: Option<MemPolicy>) -> u64 {
+    pub fn mmap(
+        &mut self,
+        task: TaskId,
+        name: &str,
+        bytes: u64,
+        hugetlb: Option<PageSize>,
+        thp_advice: Option<bool>,
+        policy: Option<MemPolicy>,
+    ) -> u64 {
         self.task_mut(task);
         let align = match hugetlb {
             Some(PageSize::Giant1G) => PageSize::Giant1G.bytes(),
@@ -201,7 +224,16 @@ impl Os {
         // one unmapped 2 MiB guard between mappings, so overruns fault instead of aliasing
         self.next_va = start + len + PageSize::Huge2M.bytes();
         self.pt.grow_to(self.next_va);
-        self.regions.push(Region { task, start, len, name: name.to_string(), policy, pstate: PolicyState::default(), thp_advice, hugetlb });
+        self.regions.push(Region {
+            task,
+            start,
+            len,
+            name: name.to_string(),
+            policy,
+            pstate: PolicyState::default(),
+            thp_advice,
+            hugetlb,
+        });
         start
     }
 
@@ -234,13 +266,22 @@ impl Os {
             ThpMode::Madvise => r.thp_advice == Some(true),
             ThpMode::Always => r.thp_advice != Some(false),
         };
-        allowed && huge_start >= r.start && huge_start + PageSize::Huge2M.bytes() <= r.end() && self.pt.present_base_pages(huge_start, PageSize::Huge2M.bytes()) == 0
+        allowed
+            && huge_start >= r.start
+            && huge_start + PageSize::Huge2M.bytes() <= r.end()
+            && self
+                .pt
+                .present_base_pages(huge_start, PageSize::Huge2M.bytes())
+                == 0
     }
 
     /// Handle a first-touch fault by a CPU on node `local`: choose the folio size and node
     /// and map it.
     pub fn fault(&mut self, task: TaskId, addr: u64, local: NodeId) -> Result<Fault, OsError> {
-        let ri = self.region_index(addr).filter(|&i| self.regions[i].task == task).ok_or(OsError::Segfault { task: task.0, addr })?;
+        let ri = self
+            .region_index(addr)
+            .filter(|&i| self.regions[i].task == task)
+            .ok_or(OsError::Segfault { task: task.0, addr })?;
         let mut size = self.regions[ri].hugetlb.unwrap_or(PageSize::Base4K);
         let huge_start = PageSize::Huge2M.align_down(addr);
         let want_thp = size == PageSize::Base4K && self.thp_eligible(&self.regions[ri], huge_start);
@@ -263,19 +304,36 @@ impl Os {
         }
     }
 
-    fn alloc(&mut self, ri: usize, addr: u64, size: PageSize, local: NodeId) -> Result<Fault, OsError> {
+    fn alloc(
+        &mut self,
+        ri: usize,
+        addr: u64,
+        size: PageSize,
+        local: NodeId,
+    ) -> Result<Fault, OsError> {
         let folio_start = size.align_down(addr);
         let units = size.base_pages();
         let mut seed = self.next_rand();
         let mut rand = move |m: u64| {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (seed >> 33) % m
         };
         let region = &mut self.regions[ri];
         let task = region.task;
         let placement = {
-            let vma_offset = region.policy.as_ref().map(|_| (folio_start - region.start) >> size.shift());
-            let ctx = PlaceCtx { topo: &self.topo, zonelists: &self.zonelists, local, vma_offset, units };
+            let vma_offset = region
+                .policy
+                .as_ref()
+                .map(|_| (folio_start - region.start) >> size.shift());
+            let ctx = PlaceCtx {
+                topo: &self.topo,
+                zonelists: &self.zonelists,
+                local,
+                vma_offset,
+                units,
+            };
             match &region.policy {
                 Some(p) => {
                     let before = region.pstate.pct_shortfall_units;
@@ -292,13 +350,26 @@ impl Os {
                 }
             }
         };
-        let node = placement.order.iter().copied().find(|n| self.free_pages[n.index()] >= units);
+        let node = placement
+            .order
+            .iter()
+            .copied()
+            .find(|n| self.free_pages[n.index()] >= units);
         let Some(node) = node else {
             let what = format!("a {size} fault in '{}'", self.regions[ri].name);
             return Err(if placement.strict {
-                OsError::BindOom { what, need_pages: units, nodes: numalab_core::NodeMask::from_nodes(placement.order.iter().copied()).to_string() }
+                OsError::BindOom {
+                    what,
+                    need_pages: units,
+                    nodes: numalab_core::NodeMask::from_nodes(placement.order.iter().copied())
+                        .to_string(),
+                }
             } else {
-                OsError::Oom { what, need_pages: units, total_gib: self.topo.total_mem_bytes() as f64 / (1u64 << 30) as f64 }
+                OsError::Oom {
+                    what,
+                    need_pages: units,
+                    total_gib: self.topo.total_mem_bytes() as f64 / (1u64 << 30) as f64,
+                }
             });
         };
         self.free_pages[node.index()] -= units;
@@ -322,7 +393,11 @@ impl Os {
         } else {
             self.vm.numa_other += units;
         }
-        Ok(Fault { folio_start, size, node })
+        Ok(Fault {
+            folio_start,
+            size,
+            node,
+        })
     }
 
     /// Move one folio to `to`. Fails (and changes nothing) when `to` lacks room.
@@ -369,12 +444,19 @@ impl Os {
 
     /// Spread the present folios of a range round robin over `nodes` (page index modulo the
     /// mask, as a range interleave policy would have placed them).
-    pub fn interleave_range(&mut self, start: u64, len: u64, nodes: &numalab_core::NodeMask) -> MigrateReport {
+    pub fn interleave_range(
+        &mut self,
+        start: u64,
+        len: u64,
+        nodes: &numalab_core::NodeMask,
+    ) -> MigrateReport {
         let mut report = MigrateReport::default();
         let w = nodes.weight().max(1) as u64;
         for (fs, pte) in self.pt.folios(start, len) {
             let idx = (fs - start.min(fs)) >> pte.size().shift();
-            let to = nodes.nth((idx % w) as usize).unwrap_or(NodeId(pte.node() as u16));
+            let to = nodes
+                .nth((idx % w) as usize)
+                .unwrap_or(NodeId(pte.node() as u16));
             self.migrate_folio(fs, pte, to, &mut report);
         }
         report
@@ -415,7 +497,9 @@ impl Os {
             }
             let hs = PageSize::Huge2M.align_down(a);
             a = hs + PageSize::Huge2M.bytes();
-            let Some(ri) = self.region_index(hs) else { continue };
+            let Some(ri) = self.region_index(hs) else {
+                continue;
+            };
             scanned += 1;
             let r = &self.regions[ri];
             let allowed = r.hugetlb.is_none()
@@ -442,7 +526,9 @@ impl Os {
             if present == 0 {
                 continue;
             }
-            let target = (0..per_node.len()).max_by_key(|&n| (per_node[n], std::cmp::Reverse(n))).unwrap();
+            let target = (0..per_node.len())
+                .max_by_key(|&n| (per_node[n], std::cmp::Reverse(n)))
+                .unwrap();
             let need = 512 - per_node[target];
             if self.free_pages[target] < need {
                 continue;
@@ -471,7 +557,13 @@ mod tests {
 
     fn topo2(mem: u64) -> Topology {
         Topology {
-            nodes: (0..2).map(|i| NodeInfo { id: NodeId(i), cpus: vec![CpuId(i as u32)], mem_bytes: mem }).collect(),
+            nodes: (0..2)
+                .map(|i| NodeInfo {
+                    id: NodeId(i),
+                    cpus: vec![CpuId(i as u32)],
+                    mem_bytes: mem,
+                })
+                .collect(),
             distances: vec![vec![10, 20], vec![20, 10]],
             smt: 1,
         }
@@ -480,7 +572,10 @@ mod tests {
     #[test]
     fn thp_always_maps_huge_pages_and_counts_512_to_1() {
         let t = topo2(4 << 30);
-        for (mode, size) in [(ThpMode::Never, PageSize::Base4K), (ThpMode::Always, PageSize::Huge2M)] {
+        for (mode, size) in [
+            (ThpMode::Never, PageSize::Base4K),
+            (ThpMode::Always, PageSize::Huge2M),
+        ] {
             let mut os = Os::new(&t, mode, MemPolicy::Default, 1);
             let a = os.mmap(TaskId(0), "r", 1 << 30, None, None, None);
             for off in (0..1u64 << 30).step_by(4096) {
@@ -505,9 +600,25 @@ mod tests {
         assert_eq!(os.free_pages[0], 0);
         assert_eq!(os.free_pages[1], 1024);
         assert_eq!(os.vm.numa_miss, 1024);
-        let b = os.mmap(TaskId(0), "b", 8 << 20, None, None, Some(MemPolicy::Bind { nodes: NodeMask::single(NodeId(0)), numa_balancing: false }));
-        assert!(matches!(os.fault(TaskId(0), b, NodeId(0)), Err(OsError::BindOom { .. })));
-        assert!(matches!(os.fault(TaskId(0), 0x10, NodeId(0)), Err(OsError::Segfault { .. })));
+        let b = os.mmap(
+            TaskId(0),
+            "b",
+            8 << 20,
+            None,
+            None,
+            Some(MemPolicy::Bind {
+                nodes: NodeMask::single(NodeId(0)),
+                numa_balancing: false,
+            }),
+        );
+        assert!(matches!(
+            os.fault(TaskId(0), b, NodeId(0)),
+            Err(OsError::BindOom { .. })
+        ));
+        assert!(matches!(
+            os.fault(TaskId(0), 0x10, NodeId(0)),
+            Err(OsError::Segfault { .. })
+        ));
     }
 
     #[test]
@@ -535,12 +646,16 @@ mod tests {
         let a = os.mmap(TaskId(0), "r", 2 << 20, None, Some(true), None);
         os.thp_alloc_enabled = false;
         for i in 0..10 {
-            os.fault(TaskId(0), a + i * 4096, NodeId(if i < 7 { 1 } else { 0 })).unwrap();
+            os.fault(TaskId(0), a + i * 4096, NodeId(if i < 7 { 1 } else { 0 }))
+                .unwrap();
         }
         let done = os.khugepaged_scan(16);
         assert_eq!(done.len(), 1);
         assert_eq!(os.pt.get(a).size(), PageSize::Huge2M);
         assert_eq!(os.pt.get(a).node(), 1);
-        assert_eq!(os.free_pages[0] + os.free_pages[1], 2 * (64 << 20) / 4096 - 512);
+        assert_eq!(
+            os.free_pages[0] + os.free_pages[1],
+            2 * (64 << 20) / 4096 - 512
+        );
     }
 }

@@ -61,7 +61,9 @@ pub struct PageTable {
 
 impl PageTable {
     pub fn new() -> PageTable {
-        PageTable { entries: Vec::new() }
+        PageTable {
+            entries: Vec::new(),
+        }
     }
 
     /// Make room for virtual addresses up to `end`.
@@ -88,7 +90,10 @@ impl PageTable {
         if addr < VA_BASE {
             return Pte::default();
         }
-        self.entries.get(Self::index(addr)).copied().unwrap_or_default()
+        self.entries
+            .get(Self::index(addr))
+            .copied()
+            .unwrap_or_default()
     }
 
     /// Map the folio of `size` starting at `start` (aligned) on `node`.
@@ -134,7 +139,10 @@ impl PageTable {
     /// Number of present base pages in `[start, start + len)`.
     pub fn present_base_pages(&self, start: u64, len: u64) -> usize {
         let i = Self::index(start);
-        self.entries[i..i + (len >> 12) as usize].iter().filter(|e| e.present()).count()
+        self.entries[i..i + (len >> 12) as usize]
+            .iter()
+            .filter(|e| e.present())
+            .count()
     }
 
     /// Iterate the folios present in `[start, start + len)`: (folio start, pte).
