@@ -139,7 +139,14 @@ pub fn sim(args: SimArgs) -> Result<()> {
     // Resolve and validate everything before simulating anything.
     let specs: Vec<RunSpec> = configs
         .iter()
-        .map(|c| resolve(&args, c).with_context(|| format!("configuration '{c}'")))
+        .map(|c| {
+            let r = resolve(&args, c);
+            if c.is_empty() {
+                r
+            } else {
+                r.with_context(|| format!("--compare configuration '{c}'"))
+            }
+        })
         .collect::<Result<_>>()?;
     let workloads = specs
         .iter()
