@@ -251,7 +251,6 @@ impl Simulator {
         let mut tl_acc = vec![0.0; self.machine.topology.num_nodes()];
         let mut tl_next = self.cfg.timeline_interval_ns;
         let mut util_sum = vec![0.0; tl_acc.len()];
-        let mut link_bytes_epochs = 0usize;
         let mut epochs = 0u64;
         loop {
             let end = self.now + epoch;
@@ -277,7 +276,6 @@ impl Simulator {
                 tl_acc[n] += b;
                 util_sum[n] += self.sh.mem.ctrl_utilisation()[n];
             }
-            link_bytes_epochs += 1;
             self.now = end;
             epochs += 1;
             if self.cfg.timeline_interval_ns > 0.0 && self.now >= tl_next {
@@ -325,10 +323,7 @@ impl Simulator {
                 ctrl_bytes: tl_acc,
             });
         }
-        let avg_util: Vec<f64> = util_sum
-            .iter()
-            .map(|u| u / link_bytes_epochs.max(1) as f64)
-            .collect();
+        let avg_util: Vec<f64> = util_sum.iter().map(|u| u / epochs.max(1) as f64).collect();
         Ok(self.finish(started, timeline, avg_util))
     }
 
