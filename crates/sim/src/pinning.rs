@@ -117,7 +117,7 @@ impl Pinning {
                     return Err(format!(
                         "CPU {} does not exist: this machine has CPUs {}",
                         bad.0,
-                        cpu_list(&all)
+                        numalab_machine::cpulist::format(&all)
                     ));
                 }
                 (0..threads).map(|t| list[t % list.len()]).collect()
@@ -132,25 +132,6 @@ impl Pinning {
         }
         Ok(out)
     }
-}
-
-/// Kernel list format of a sorted CPU list: `0-7,16-23`.
-pub fn cpu_list(cpus: &[CpuId]) -> String {
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let mut j = i;
-        while j + 1 < cpus.len() && cpus[j + 1].0 == cpus[j].0 + 1 {
-            j += 1;
-        }
-        parts.push(if i == j {
-            format!("{}", cpus[i].0)
-        } else {
-            format!("{}-{}", cpus[i].0, cpus[j].0)
-        });
-        i = j + 1;
-    }
-    parts.join(",")
 }
 
 #[cfg(test)]

@@ -66,6 +66,12 @@ pub fn place(
     rand: &mut dyn FnMut(u64) -> u64,
 ) -> Placement {
     let zonelist = |n: NodeId| ctx.zonelists[n.index()].clone();
+    let interleaved = |n: NodeId| Placement {
+        intended: n,
+        order: zonelist(n),
+        strict: false,
+        interleave: true,
+    };
     let simple = |n: NodeId| Placement {
         intended: n,
         order: zonelist(n),
@@ -108,12 +114,7 @@ pub fn place(
                     n
                 }
             };
-            Placement {
-                intended: n,
-                order: zonelist(n),
-                strict: false,
-                interleave: true,
-            }
+            interleaved(n)
         }
         MemPolicy::WeightedInterleave { nodes, weights } => {
             let n = match ctx.vma_offset {
@@ -137,12 +138,7 @@ pub fn place(
                     n
                 }
             };
-            Placement {
-                intended: n,
-                order: zonelist(n),
-                strict: false,
-                interleave: true,
-            }
+            interleaved(n)
         }
         MemPolicy::RemotePercent { percent, remote } => {
             // The k-th 4 KiB unit goes remote iff floor((k+1)·p/100) > floor(k·p/100) ([fix],

@@ -257,18 +257,23 @@ impl Os {
         x.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
 
-    fn thp_eligible(&self, r: &Region, huge_start: u64) -> bool {
-        if r.hugetlb.is_some() || !self.thp_alloc_enabled {
-            return false;
-        }
-        let allowed = match self.thp {
+    /// Whether THP applies to a mapping at all (the mode and its madvise advice) and the
+    /// aligned 2 MiB range at `huge_start` lies inside it: shared by faults and khugepaged.
+    fn thp_range_allowed(&self, r: &Region, huge_start: u64) -> bool {
+        let mode_allows = match self.thp {
             ThpMode::Never => false,
             ThpMode::Madvise => r.thp_advice == Some(true),
             ThpMode::Always => r.thp_advice != Some(false),
         };
-        allowed
+        r.hugetlb.is_none()
+            && mode_allows
             && huge_start >= r.start
             && huge_start + PageSize::Huge2M.bytes() <= r.end()
+    }
+
+    fn thp_eligible(&self, r: &Region, huge_start: u64) -> bool {
+        self.thp_alloc_enabled
+            && self.thp_range_allowed(r, huge_start)
             && self
                 .pt
                 .present_base_pages(huge_start, PageSize::Huge2M.bytes())
@@ -501,14 +506,7 @@ impl Os {
                 continue;
             };
             scanned += 1;
-            let r = &self.regions[ri];
-            let allowed = r.hugetlb.is_none()
-                && match self.thp {
-                    ThpMode::Never => false,
-                    ThpMode::Madvise => r.thp_advice == Some(true),
-                    ThpMode::Always => r.thp_advice != Some(false),
-                };
-            if !allowed || hs < r.start || hs + PageSize::Huge2M.bytes() > r.end() {
+            if !self.thp_range_allowed(&self.regions[ri], hs) {
                 continue;
             }
             let first = self.pt.get(hs);
