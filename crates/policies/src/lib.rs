@@ -1,0 +1,1 @@
+//! Placement policies of the literature, written once against `numalab_core::view`.
