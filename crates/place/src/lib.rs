@@ -1,5 +1,6 @@
 //! Placing real processes: numactl-compatible node/CPU specs and launch plans, remote-
 //! percentage placement and the page migration engine, over `numalab-linux`'s syscalls.
 
+pub mod launch;
 pub mod nodespec;
 pub mod percent;
