@@ -2,5 +2,6 @@
 //! percentage placement and the page migration engine, over `numalab-linux`'s syscalls.
 
 pub mod launch;
+pub mod migrate_plan;
 pub mod nodespec;
 pub mod percent;

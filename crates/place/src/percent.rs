@@ -159,8 +159,8 @@ mod tests {
             (remote_share - 40.0).abs() < 0.5,
             "remote share {remote_share}"
         );
-        for r in 1..4 {
-            let share = per_node[r] as f64 / n as f64 * 100.0;
+        for (r, count) in per_node.iter().enumerate().skip(1) {
+            let share = *count as f64 / n as f64 * 100.0;
             assert!((share - 40.0 / 3.0).abs() < 0.5, "node {r}: {share}");
         }
     }
