@@ -1,7 +1,10 @@
 //! The `numalab` binary: a thin layer over the library crates.
 
 mod compare;
+mod migrate;
 mod output;
+mod run;
+mod topo;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -27,6 +30,19 @@ enum Cmd {
     /// Benchmarks of numalab itself.
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// The host's NUMA topology as the kernel shows it (like numactl --hardware, and more).
+    Topo(TopoArgs),
+    /// Run a command under a memory policy and CPU binding (numactl's options, and more).
+    Run(run::RunArgs),
+    /// Move pages of a running process to other nodes.
+    Migrate(migrate::MigrateArgs),
+}
+
+#[derive(Args, Clone)]
+pub struct TopoArgs {
+    /// Print the topology as JSON instead.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Subcommand)]
@@ -151,6 +167,21 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Cmd::Bench(BenchCmd::Sim(a)) => bench_sim(a),
+        Cmd::Topo(a) => {
+            let t = topo::collect(&numalab_linux::sysroot::SysRoot::host())?;
+            if a.json {
+                println!("{}", serde_json::to_string_pretty(&t)?);
+            } else {
+                print!("{}", topo::render(&t));
+            }
+            Ok(())
+        }
+        Cmd::Run(a) => {
+            // The command's exit status is numalab's (numactl passes it through by exec).
+            let code = run::run(a)?;
+            std::process::exit(code);
+        }
+        Cmd::Migrate(a) => migrate::run(a),
     }
 }
 

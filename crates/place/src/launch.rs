@@ -123,10 +123,10 @@ impl LaunchPlan {
 
 #[derive(Debug, Error, PartialEq)]
 pub enum LaunchError {
-    #[error("--{option}: {source}")]
+    #[error("--{option}: {err}")]
     Spec {
         option: &'static str,
-        source: SpecError,
+        err: SpecError,
     },
     #[error("--{first} and --{second} both set the memory policy: give one")]
     TwoPolicies {
@@ -144,7 +144,7 @@ pub enum LaunchError {
     #[error("--remote-percent: '{0}' is not P or P:NODES with P a whole number from 0 to 100")]
     PercentSyntax(String),
     #[error("--remote-percent: {0}")]
-    Percent(#[from] PercentError),
+    Percent(PercentError),
     #[error("--remote-percent needs the child's CPUs on one node to know what is local, but {what} spans nodes {nodes}: bind to one node with --cpunodebind=N")]
     LocalNotSingle { what: &'static str, nodes: NodeMask },
     #[error("--weighted-interleave needs MPOL_WEIGHTED_INTERLEAVE (Linux 6.9 or newer); this kernel has no /sys/kernel/mm/mempolicy/weighted_interleave")]
@@ -160,8 +160,16 @@ pub enum LaunchError {
     NoPreload(PathBuf),
 }
 
+// Not `#[from]`: that would make the inner error a `source` too, and `{e:#}` would print
+// its message twice.
+impl From<PercentError> for LaunchError {
+    fn from(e: PercentError) -> Self {
+        LaunchError::Percent(e)
+    }
+}
+
 fn spec_err(option: &'static str) -> impl Fn(SpecError) -> LaunchError {
-    move |source| LaunchError::Spec { option, source }
+    move |err| LaunchError::Spec { option, err }
 }
 
 /// Decide everything, check everything; apply nothing.
@@ -212,7 +220,7 @@ pub fn plan(
             // A CPU-less memory node: numactl refuses too.
             return Err(LaunchError::Spec {
                 option: "cpunodebind",
-                source: SpecError::Empty {
+                err: SpecError::Empty {
                     spec: format!("{s}' (node(s) {nodes} have no allowed CPUs)"),
                     what: "CPU",
                 },

@@ -1,7 +1,11 @@
 //! Placing real processes: numactl-compatible node/CPU specs and launch plans, remote-
 //! percentage placement and the page migration engine, over `numalab-linux`'s syscalls.
 
+pub mod exec;
 pub mod launch;
+pub mod migrate;
 pub mod migrate_plan;
 pub mod nodespec;
 pub mod percent;
+pub mod percent_thread;
+pub mod vma;

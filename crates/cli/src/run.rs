@@ -1,0 +1,123 @@
+//! `numalab run [OPTIONS] -- CMD`: numactl's options, plus --remote-percent, --thp and
+//! --next-touch. Planning and execution live in numalab-place; this file maps arguments.
+
+use anyhow::{bail, Result};
+use clap::Args;
+use numalab_linux::sysroot::SysRoot;
+use numalab_place::launch::RunOptions;
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+#[derive(Args, Clone, Debug)]
+#[command(
+    after_help = "NODES: all, 0-3,5, !1 (all but 1), +0-1 (relative to the cpuset). CPUS: the same syntax for CPU numbers.\nExamples:\n  numalab run --interleave=all -- ./app\n  numalab run --cpunodebind=0 --remote-percent=40:1-3 -- ./app\n  numalab run --membind=1 --balancing -- ./app"
+)]
+pub struct RunArgs {
+    /// Interleave memory page by page over NODES (MPOL_INTERLEAVE).
+    #[arg(short = 'i', long, value_name = "NODES")]
+    pub interleave: Option<String>,
+    /// Allocate only from NODES (MPOL_BIND).
+    #[arg(short = 'm', long, value_name = "NODES")]
+    pub membind: Option<String>,
+    /// Prefer NODE, fall back to others (MPOL_PREFERRED).
+    #[arg(short = 'p', long, value_name = "NODE")]
+    pub preferred: Option<String>,
+    /// Prefer the nearest of NODES (MPOL_PREFERRED_MANY, Linux 5.15+).
+    #[arg(short = 'P', long, value_name = "NODES")]
+    pub preferred_many: Option<String>,
+    /// Interleave by the system's weights over NODES (MPOL_WEIGHTED_INTERLEAVE, Linux 6.9+).
+    #[arg(short = 'w', long, value_name = "NODES")]
+    pub weighted_interleave: Option<String>,
+    /// Allocate on the node of the CPU that touches first (MPOL_LOCAL).
+    #[arg(short = 'l', long)]
+    pub localalloc: bool,
+    /// Run on the CPUs of NODES.
+    #[arg(short = 'N', long, value_name = "NODES")]
+    pub cpunodebind: Option<String>,
+    /// Run on CPUS.
+    #[arg(short = 'C', long, value_name = "CPUS")]
+    pub physcpubind: Option<String>,
+    /// Let automatic NUMA balancing move pages within --membind's nodes (MPOL_F_NUMA_BALANCING).
+    #[arg(short = 'b', long)]
+    pub balancing: bool,
+    /// Keep P % of the pages on remote NODES (default: every other node), the rest local.
+    #[arg(long, value_name = "P[:NODES]")]
+    pub remote_percent: Option<String>,
+    /// How often the --remote-percent placement thread re-checks pages, ms.
+    #[arg(long, default_value_t = 200, value_name = "MS")]
+    pub placement_period_ms: u64,
+    /// Transparent huge pages for the child: never (per process) or the system's mode.
+    #[arg(long, value_name = "never|madvise|always")]
+    pub thp: Option<String>,
+    /// Migrate-on-next-touch at phase boundaries the program signals (SIGUSR2 or
+    /// numalab_nt_phase()); see docs/nexttouch.md.
+    #[arg(long)]
+    pub next_touch: bool,
+    /// Print the current policy and binding, as numactl --show.
+    #[arg(short = 's', long)]
+    pub show: bool,
+    /// Print the host's NUMA topology, as numactl --hardware (same as `numalab topo`).
+    #[arg(short = 'H', long)]
+    pub hardware: bool,
+    /// The command and its arguments.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
+    pub command: Vec<OsString>,
+}
+
+/// The next-touch preload library: $NUMALAB_NEXT_TOUCH_LIB, else beside the numalab binary.
+fn preload_path() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("NUMALAB_NEXT_TOUCH_LIB") {
+        return Some(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().ok()?;
+    Some(exe.parent()?.join("libnumalab_nexttouch.so"))
+}
+
+pub fn run(a: RunArgs) -> Result<i32> {
+    let root = SysRoot::host();
+    if a.hardware {
+        print!("{}", crate::topo::render(&crate::topo::collect(&root)?));
+        return Ok(0);
+    }
+    if a.show {
+        print!("{}", numalab_place::exec::show()?);
+        return Ok(0);
+    }
+    if a.command.is_empty() {
+        bail!(
+            "no command given: numalab run [OPTIONS] -- COMMAND [ARGS...] (or --show, --hardware)"
+        );
+    }
+    let opts = RunOptions {
+        interleave: a.interleave,
+        membind: a.membind,
+        preferred: a.preferred,
+        preferred_many: a.preferred_many,
+        weighted_interleave: a.weighted_interleave,
+        localalloc: a.localalloc,
+        cpunodebind: a.cpunodebind,
+        physcpubind: a.physcpubind,
+        balancing: a.balancing,
+        remote_percent: a.remote_percent,
+        thp: a.thp,
+        next_touch: a.next_touch,
+        placement_period_ms: a.placement_period_ms,
+    };
+    let host = numalab_place::exec::host_info(&root)?;
+    let plan = numalab_place::launch::plan(&opts, &host, preload_path())?;
+    match numalab_place::exec::run(&plan, &a.command) {
+        Ok(code) => Ok(code),
+        Err(e) => match e.shell_status() {
+            // Like a shell or env(1): say why, exit 127 / 126.
+            Some(code) => {
+                eprintln!("numalab: {e}");
+                Ok(code)
+            }
+            None => Err(e.into()),
+        },
+    }
+}
