@@ -19,9 +19,20 @@ pub struct RunSpec {
     pub pin: Pinning,
     pub mempolicy: MemPolicy,
     pub thp: ThpMode,
+    /// Placement policy specs (crates/policies), validated; built per run since a policy
+    /// carries state.
+    pub policies: Vec<String>,
 }
 
-const KEYS: &[&str] = &["mempolicy", "thp", "pin", "threads", "machine", "workload"];
+const KEYS: &[&str] = &[
+    "mempolicy",
+    "thp",
+    "pin",
+    "threads",
+    "machine",
+    "workload",
+    "policy",
+];
 const SHORTHANDS: &[(&str, &str)] = &[
     ("first-touch", "mempolicy=default"),
     ("local", "mempolicy=local"),
@@ -69,6 +80,7 @@ fn resolve(base: &SimArgs, overrides: &str) -> Result<RunSpec> {
     let mut pin = base.pin.clone();
     let mut mempolicy = base.mempolicy.clone();
     let mut thp = base.thp.clone();
+    let mut policies: Vec<String> = Vec::new();
     for setting in overrides
         .split('+')
         .map(str::trim)
@@ -86,7 +98,13 @@ fn resolve(base: &SimArgs, overrides: &str) -> Result<RunSpec> {
             )
         })?;
         match k {
-            "mempolicy" | "policy" => mempolicy = v.to_string(),
+            "mempolicy" => mempolicy = v.to_string(),
+            "policy" => {
+                if v != "none" {
+                    numalab_policies::parse_spec(v).map_err(|e| anyhow!("policy '{v}': {e}"))?;
+                    policies.push(v.to_string());
+                }
+            }
             "thp" => thp = v.to_string(),
             "pin" => pin = v.to_string(),
             "threads" => {
@@ -125,14 +143,50 @@ fn resolve(base: &SimArgs, overrides: &str) -> Result<RunSpec> {
         pin: pinning,
         mempolicy: mp,
         thp: thp_mode,
+        policies,
     })
 }
 
-pub fn sim(args: SimArgs) -> Result<()> {
-    let configs = match &args.compare {
+/// The configurations to run: `--compare`'s, each crossed with `--policy`'s (whose first
+/// entry is the baseline `none` unless the list names `none` itself).
+fn configurations(args: &SimArgs) -> Result<Vec<String>> {
+    let base = match &args.compare {
         Some(c) => split_configs(c),
         None => vec![String::new()],
     };
+    let Some(p) = &args.policy else {
+        return Ok(base);
+    };
+    let mut pols = numalab_policies::spec::split_list(p).map_err(|e| anyhow!("--policy: {e}"))?;
+    if pols.is_empty() {
+        bail!("--policy needs at least one policy: {}", policy_names());
+    }
+    if !pols.iter().any(|p| p == "none") {
+        pols.insert(0, "none".into());
+    }
+    let mut out = Vec::new();
+    for b in &base {
+        for p in &pols {
+            out.push(if b.is_empty() {
+                format!("policy={p}")
+            } else {
+                format!("{b}+policy={p}")
+            });
+        }
+    }
+    Ok(out)
+}
+
+pub fn policy_names() -> String {
+    let names: Vec<String> = numalab_policies::list()
+        .into_iter()
+        .map(|i| i.name.to_string())
+        .collect();
+    format!("valid policies: none, {}", names.join(", "))
+}
+
+pub fn sim(args: SimArgs) -> Result<()> {
+    let configs = configurations(&args)?;
     if configs.is_empty() {
         bail!("--compare needs at least one configuration");
     }
@@ -144,7 +198,7 @@ pub fn sim(args: SimArgs) -> Result<()> {
             if c.is_empty() {
                 r
             } else {
-                r.with_context(|| format!("--compare configuration '{c}'"))
+                r.with_context(|| format!("configuration '{c}'"))
             }
         })
         .collect::<Result<_>>()?;
@@ -198,6 +252,11 @@ pub fn sim(args: SimArgs) -> Result<()> {
                     epoch_ns: args.epoch_us * 1000.0,
                     sample_period: args.sample_period,
                     progress: Some(Box::new(progress)),
+                    policies: spec
+                        .policies
+                        .iter()
+                        .map(|p| numalab_policies::by_spec(p).expect("validated before the run"))
+                        .collect(),
                     ..Default::default()
                 };
                 let r = numalab_sim::simulate(&spec.machine, wl.as_ref(), cfg)

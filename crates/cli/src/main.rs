@@ -27,6 +27,9 @@ enum Cmd {
     /// List the simulator's workloads and their parameters.
     #[command(subcommand)]
     Workload(WorkloadCmd),
+    /// List the placement policies and their parameters.
+    #[command(subcommand)]
+    Policy(PolicyCmd),
     /// Benchmarks of numalab itself.
     #[command(subcommand)]
     Bench(BenchCmd),
@@ -36,6 +39,25 @@ enum Cmd {
     Run(run::RunArgs),
     /// Move pages of a running process to other nodes.
     Migrate(migrate::MigrateArgs),
+    /// Allocate and touch memory, report where its pages are, optionally keep rewriting it
+    /// (for a migration to run under) and verify every word at the end.
+    Memhog(MemhogArgs),
+}
+
+#[derive(Args, Clone)]
+pub struct MemhogArgs {
+    /// How much memory: bytes or with K/M/G.
+    #[arg(default_value = "64M")]
+    size: String,
+    /// Threads rewriting disjoint slices while holding.
+    #[arg(long, default_value_t = 1)]
+    writers: usize,
+    /// Keep rewriting for this many seconds before verifying.
+    #[arg(long, default_value_t = 0.0)]
+    hold_s: f64,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Clone)]
@@ -62,6 +84,12 @@ enum MachineCmd {
 #[derive(Subcommand)]
 enum WorkloadCmd {
     /// List workloads with their keys.
+    List,
+}
+
+#[derive(Subcommand)]
+enum PolicyCmd {
+    /// List policies with their parameters, defaults and units.
     List,
 }
 
@@ -107,8 +135,13 @@ pub struct SimArgs {
     /// Transparent huge pages: never, madvise or always.
     #[arg(long, default_value = "never")]
     pub thp: String,
+    /// Placement policies to compare side by side, each with optional parameters:
+    /// `carrefour,carrefour-lp:period_ms=500`. A run without a policy comes first as the
+    /// baseline. `numalab policy list` shows policies and parameters.
+    #[arg(long)]
+    pub policy: Option<String>,
     /// Compare configurations side by side: comma-separated; each is `key=value` settings
-    /// joined by `+` (keys: mempolicy, thp, pin, threads, machine, workload) or a shorthand
+    /// joined by `+` (keys: mempolicy, thp, pin, threads, machine, workload, policy) or a shorthand
     /// (first-touch, interleave, thp, nothp, local). The first is the baseline.
     #[arg(long)]
     pub compare: Option<String>,
@@ -166,6 +199,12 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
+        Cmd::Policy(PolicyCmd::List) => {
+            for p in numalab_policies::list() {
+                println!("{p}");
+            }
+            Ok(())
+        }
         Cmd::Bench(BenchCmd::Sim(a)) => bench_sim(a),
         Cmd::Topo(a) => {
             let t = topo::collect(&numalab_linux::sysroot::SysRoot::host())?;
@@ -182,7 +221,53 @@ fn run(cli: Cli) -> Result<()> {
             std::process::exit(code);
         }
         Cmd::Migrate(a) => migrate::run(a),
+        Cmd::Memhog(a) => memhog(a),
     }
+}
+
+fn memhog(a: MemhogArgs) -> Result<()> {
+    use std::io::Write;
+    let size_bytes = numalab_workloads::spec::parse_size(&a.size).with_context(|| {
+        format!(
+            "size '{}': expected bytes or a number with K, M or G",
+            a.size
+        )
+    })?;
+    if !(a.hold_s >= 0.0 && a.hold_s.is_finite()) {
+        bail!("--hold-s {}: expected seconds >= 0", a.hold_s);
+    }
+    let opts = numalab_place::memhog::MemhogOptions {
+        size_bytes: size_bytes as usize,
+        writers: a.writers,
+        hold: std::time::Duration::from_secs_f64(a.hold_s),
+    };
+    let r = numalab_place::memhog::run(&opts, |s, e| {
+        println!("buffer {s:x}-{e:x} pid {}", std::process::id());
+        let _ = std::io::stdout().flush();
+    })?;
+    if a.json {
+        println!("{}", serde_json::to_string(&r)?);
+    } else {
+        let h = |m: &std::collections::BTreeMap<u16, u64>| {
+            m.iter()
+                .map(|(n, c)| format!("N{n}={c}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        println!("pages        {}", r.pages);
+        println!("after touch  {}", h(&r.nodes_after_touch));
+        println!(
+            "at end       {} (not present {})",
+            h(&r.nodes_at_end),
+            r.not_present_at_end
+        );
+        println!("passes       {}", r.passes);
+        println!("corrupt      {} words", r.corrupt_words);
+    }
+    if r.corrupt_words > 0 {
+        bail!("{} words lost their last written value", r.corrupt_words);
+    }
+    Ok(())
 }
 
 fn bench_sim(a: BenchSimArgs) -> Result<()> {

@@ -3,6 +3,7 @@
 
 pub mod exec;
 pub mod launch;
+pub mod memhog;
 pub mod migrate;
 pub mod migrate_plan;
 pub mod nodespec;

@@ -1,0 +1,404 @@
+//! `numalab run` and `numalab migrate` on a real multi-node kernel. These run inside the test
+//! VM (4 nodes with CPU i on node i, ring distances 10/16/22, node 4 CPU-less; see
+//! docs/testing.md), where the harness runs every `vm_*` test binary with `--ignored`.
+//! Placement is checked with move_pages queries (numalab memhog's report) and
+//! /proc/self/status; data with memhog's per-word verification.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+fn numalab() -> PathBuf {
+    std::env::var_os("NUMALAB_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_numalab")))
+}
+
+fn run(args: &[&str]) -> Output {
+    let out = Command::new(numalab())
+        .args(args)
+        .output()
+        .expect("starting numalab");
+    eprintln!(
+        "numalab {}\n  -> {:?}\n  stdout: {}\n  stderr: {}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `numalab run OPTS -- numalab memhog SIZE --json ...`: the JSON report.
+fn memhog_under(opts: &[&str], memhog: &[&str]) -> Value {
+    let bin = numalab();
+    let bin = bin.to_str().unwrap();
+    let mut args: Vec<&str> = vec!["run"];
+    args.extend_from_slice(opts);
+    args.extend_from_slice(&["--", bin, "memhog", "--json"]);
+    args.extend_from_slice(memhog);
+    let out = run(&args);
+    assert!(out.status.success(), "memhog under {opts:?} failed");
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.lines().last().expect("a report")).expect("JSON report")
+}
+
+fn nodes(v: &Value, key: &str) -> [u64; 5] {
+    let mut out = [0u64; 5];
+    for (n, c) in v[key].as_object().expect("node map") {
+        out[n.parse::<usize>().unwrap()] = c.as_u64().unwrap();
+    }
+    out
+}
+
+fn status_line(out: &Output, key: &str) -> String {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.starts_with(key))
+        .unwrap_or_else(|| panic!("no {key} line"))
+        .split_once(':')
+        .unwrap()
+        .1
+        .trim()
+        .to_string()
+}
+
+#[test]
+#[ignore = "needs the multi-node VM: see docs/testing.md"]
+fn membind_puts_every_page_on_the_bound_node() {
+    let r = memhog_under(&["--membind=2"], &["8M"]);
+    let n = nodes(&r, "nodes_after_touch");
+    assert_eq!(n[2], r["pages"].as_u64().unwrap(), "{n:?}");
+    // The CPU-less node takes memory too.
+    let r = memhog_under(&["--membind=4"], &["4M"]);
+    assert_eq!(
+        nodes(&r, "nodes_after_touch")[4],
+        r["pages"].as_u64().unwrap()
+    );
+}
+
+#[test]
+#[ignore = "needs the multi-node VM: see docs/testing.md"]
+fn interleave_spreads_pages_evenly() {
+    let r = memhog_under(&["--interleave=0-3"], &["16M"]);
+    let n = nodes(&r, "nodes_after_touch");
+    let pages = r["pages"].as_u64().unwrap();
+    for (node, count) in n.iter().enumerate().take(4) {
+        let expect = pages / 4;
+        assert!(
+            count.abs_diff(expect) <= 2,
+            "node {node}: {count} of {pages} ({n:?})"
+        );
+    }
+    assert_eq!(n[4], 0);
+}
+
+#[test]
+#[ignore = "needs the multi-node VM: see docs/testing.md"]
+fn preferred_local_and_preferred_many_follow_distances() {
+    let r = memhog_under(&["--preferred=3"], &["4M"]);
+    assert_eq!(
+        nodes(&r, "nodes_after_touch")[3],
+        r["pages"].as_u64().unwrap()
+    );
+    let r = memhog_under(&["--cpunodebind=1", "--localalloc"], &["4M"]);
+    assert_eq!(
+        nodes(&r, "nodes_after_touch")[1],
+        r["pages"].as_u64().unwrap()
+    );
+    // From node 0, node 1 is a neighbour (16) and node 2 opposite (22): the nearest of {1, 2}.
+    let r = memhog_under(&["--cpunodebind=0", "--preferred-many=1-2"], &["4M"]);
+    assert_eq!(
+        nodes(&r, "nodes_after_touch")[1],
+        r["pages"].as_u64().unwrap()
+    );
+    // Relative node numbers index the cpuset's nodes.
+    let r = memhog_under(&["--membind=+3"], &["4M"]);
+    assert_eq!(
+        nodes(&r, "nodes_after_touch")[3],
+        r["pages"].as_u64().unwrap()
+    );
+}
+
+#[test]
+#[ignore = "needs the multi-node VM: see docs/testing.md"]
+fn cpu_binding_options_set_the_affinity() {
+    let out = run(&["run", "--cpunodebind=2", "--", "cat", "/proc/self/status"]);
+    assert!(out.status.success());
+    assert_eq!(status_line(&out, "Cpus_allowed_list"), "2");
+    let out = run(&[
+        "run",
+        "--physcpubind=!0-1",
+        "--",
+        "cat",
+        "/proc/self/status",
+    ]);
+    assert_eq!(status_line(&out, "Cpus_allowed_list"), "2-3");
+    let out = run(&["run", "--thp=never", "--", "cat", "/proc/self/status"]);
+    assert_eq!(status_line(&out, "THP_enabled"), "0");
+}
+
+#[test]
+#[ignore = "needs the multi-node VM: see docs/testing.md"]
+fn weighted_interleave_follows_the_system_weights() {
+    let dir = std::path::Path::new("/sys/kernel/mm/mempolicy/weighted_interleave");
+    if !dir.is_dir() {
+        // Linux < 6.9: numalab must refuse, naming the kernel feature.
+        let out = run(&["run", "--weighted-interleave=0-1", "--", "true"]);
+        assert!(!out.status.success());
+        assert!(String::from_utf8_lossy(&out.stderr).contains("Linux 6.9"));
+        return;
+    }
+    let old: Vec<String> = (0..2)
+        .map(|n| {
+            std::fs::read_to_string(dir.join(format!("node{n}")))
+                .unwrap()
+                .trim()
+                .to_string()
+        })
+        .collect();
+    std::fs::write(dir.join("node0"), "3").unwrap();
+    std::fs::write(dir.join("node1"), "1").unwrap();
+    let r = memhog_under(&["--weighted-interleave=0-1"], &["16M"]);
+    for (n, w) in old.iter().enumerate() {
+        std::fs::write(dir.join(format!("node{n}")), w).unwrap();
+    }
+    let n = nodes(&r, "nodes_after_touch");
+    let share0 = n[0] as f64 / (n[0] + n[1]) as f64;
+    assert!((share0 - 0.75).abs() < 0.01, "{n:?}");
+}
+
+#[test]
+#[ignore = "needs the multi-node VM: see docs/testing.md"]
+fn remote_percent_places_p_percent_remotely() {
+    // Hold long enough for the placement thread (old kernels) to finish its passes.
+    let r = memhog_under(
+        &[
+            "--cpunodebind=0",
+            "--remote-percent=40:1-3",
+            "--placement-period-ms=100",
+        ],
+        &["16M", "--hold-s=3"],
+    );
+    let n = nodes(&r, "nodes_at_end");
+    let total: u64 = n.iter().sum();
+    let remote = (n[1] + n[2] + n[3]) as f64 / total as f64 * 100.0;
+    assert!((remote - 40.0).abs() < 2.0, "remote {remote:.1} % ({n:?})");
+    assert_eq!(n[4], 0, "node 4 was not named");
+    for (node, count) in n.iter().enumerate().skip(1).take(3) {
+        let share = *count as f64 / total as f64 * 100.0;
+        assert!(
+            (share - 40.0 / 3.0).abs() < 2.0,
+            "node {node}: {share:.1} %"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs the multi-node VM: see docs/testing.md"]
+fn exit_status_and_signals_pass_through() {
+    use std::os::unix::process::ExitStatusExt;
+    let out = run(&["run", "--membind=1", "--", "sh", "-c", "exit 7"]);
+    assert_eq!(out.status.code(), Some(7));
+    let out = run(&["run", "--membind=1", "--", "sh", "-c", "kill -TERM $$"]);
+    assert_eq!(out.status.signal(), Some(libc_sigterm()));
+    // The supervised path (a placement thread) passes them on too.
+    let sup = ["run", "--cpunodebind=0", "--remote-percent=20:1", "--"];
+    let out = run(&[&sup[..], &["sh", "-c", "exit 9"]].concat());
+    assert_eq!(out.status.code(), Some(9));
+    let out = run(&[&sup[..], &["sh", "-c", "kill -TERM $$"]].concat());
+    assert_eq!(out.status.signal(), Some(libc_sigterm()));
+    let out = run(&["run", "--", "/no/such/program"]);
+    assert_eq!(out.status.code(), Some(127));
+}
+
+fn libc_sigterm() -> i32 {
+    15
+}
+
+#[test]
+#[ignore = "needs the multi-node VM: see docs/testing.md"]
+fn bad_specs_fail_clearly_and_run_nothing() {
+    let marker = "/tmp/numalab-should-not-exist";
+    let _ = std::fs::remove_file(marker);
+    for (opts, says) in [
+        (vec!["--membind=7"], "node 7 does not exist"),
+        (vec!["--interleave=0-9"], "node 5 does not exist"),
+        (vec!["--cpunodebind=4"], "no allowed CPUs"),
+        (vec!["--physcpubind=9"], "CPU 9 does not exist"),
+        (vec!["--preferred=1-2"], "single node"),
+        (
+            vec!["--membind=1", "--interleave=2"],
+            "both set the memory policy",
+        ),
+        (vec!["--membind=+5"], "relative node +5"),
+        (
+            vec!["--remote-percent=40:0", "--cpunodebind=0"],
+            "must not include the local node",
+        ),
+    ] {
+        let mut args = vec!["run"];
+        args.extend(opts.iter().copied());
+        args.extend(["--", "touch", marker]);
+        let out = run(&args);
+        assert!(!out.status.success(), "{opts:?} must fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{opts:?}: '{err}' should say '{says}'");
+        assert!(
+            !std::path::Path::new(marker).exists(),
+            "{opts:?} ran the command"
+        );
+    }
+}
+
+/// memhog running on node 0 with writers, and what it announced.
+struct Memhog {
+    child: std::process::Child,
+    range: String,
+    pid: String,
+    /// Reads the rest of stdout; the report is the last line.
+    report: std::thread::JoinHandle<String>,
+}
+
+fn start_memhog(size: &str, hold_s: &str) -> Memhog {
+    let bin = numalab();
+    let mut child = Command::new(&bin)
+        .args(["run", "--cpunodebind=0", "--membind=0-3", "--"])
+        .arg(&bin)
+        .args([
+            "memhog",
+            size,
+            "--writers=2",
+            &format!("--hold-s={hold_s}"),
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let parts: Vec<&str> = first.split_whitespace().collect();
+    assert!(
+        parts.len() == 4 && parts[0] == "buffer" && parts[2] == "pid",
+        "{first}"
+    );
+    let (range, pid) = (parts[1].to_string(), parts[3].to_string());
+    let report = std::thread::spawn(move || lines.map(|l| l.unwrap()).last().unwrap_or_default());
+    Memhog {
+        child,
+        range,
+        pid,
+        report,
+    }
+}
+
+fn finish_memhog(mut m: Memhog) -> Value {
+    assert!(
+        m.child.wait().unwrap().success(),
+        "memhog failed (data corrupted?)"
+    );
+    serde_json::from_str(&m.report.join().unwrap()).unwrap()
+}
+
+#[test]
+#[ignore = "needs the multi-node VM: see docs/testing.md"]
+fn migrate_moves_a_written_buffer_and_keeps_its_data() {
+    let m = start_memhog("16M", "4");
+    let (range, pid) = (m.range.clone(), m.pid.clone());
+    let json = "/tmp/numalab-migrate.json";
+    let out = run(&[
+        "migrate", "--pid", &pid, "--to", "3", "--range", &range, "--json", json,
+    ]);
+    assert!(out.status.success());
+    let rep: Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let moved = rep["counts"]["moved"].as_u64().unwrap();
+    assert!(moved >= 4096 - 8, "moved {moved}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("pages/s") && text.contains("MB/s"), "{text}");
+    let r = finish_memhog(m);
+    assert_eq!(r["corrupt_words"].as_u64(), Some(0));
+    let n = nodes(&r, "nodes_at_end");
+    assert!(n[3] >= r["pages"].as_u64().unwrap() - 2, "{n:?}");
+}
+
+#[test]
+#[ignore = "needs the multi-node VM: see docs/testing.md"]
+fn migrate_fraction_dry_run_and_whole_process() {
+    let m = start_memhog("8M", "5");
+    let (range, pid) = (m.range.clone(), m.pid.clone());
+    // Dry run: reports, moves nothing.
+    let out = run(&[
+        "migrate",
+        "--pid",
+        &pid,
+        "--to",
+        "2",
+        "--range",
+        &range,
+        "--dry-run",
+    ]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("moved                    0"));
+    // Half of the buffer.
+    let json = "/tmp/numalab-migrate-half.json";
+    let out = run(&[
+        "migrate",
+        "--pid",
+        &pid,
+        "--to",
+        "2",
+        "--range",
+        &range,
+        "--fraction",
+        "0.5",
+        "--json",
+        json,
+    ]);
+    assert!(out.status.success());
+    let rep: Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let moved = rep["counts"]["moved"].as_u64().unwrap() as f64;
+    assert!((moved / 2048.0 - 0.5).abs() < 0.05, "moved {moved} of 2048");
+    // Everything on node 0 to node 1 in one migrate_pages call.
+    let out = run(&[
+        "migrate",
+        "--pid",
+        &pid,
+        "--from",
+        "0",
+        "--to",
+        "1",
+        "--whole-process",
+    ]);
+    assert!(out.status.success());
+    let r = finish_memhog(m);
+    assert_eq!(r["corrupt_words"].as_u64(), Some(0));
+    let n = nodes(&r, "nodes_at_end");
+    assert_eq!(n[0], 0, "nothing left on node 0: {n:?}");
+    assert!(
+        n[2] as f64 >= 0.45 * r["pages"].as_u64().unwrap() as f64,
+        "{n:?}"
+    );
+}
+
+#[test]
+#[ignore = "needs the multi-node VM: see docs/testing.md"]
+fn migrate_errors_name_the_problem() {
+    let out = run(&["migrate", "--pid", "999999", "--to", "1"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no process with pid 999999"));
+    let me = std::process::id().to_string();
+    let out = run(&["migrate", "--pid", &me, "--to", "6"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("node 6 does not exist"));
+    let out = run(&[
+        "migrate",
+        "--pid",
+        &me,
+        "--to",
+        "1",
+        "--whole-process",
+        "--fraction",
+        "0.5",
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be combined"));
+}
