@@ -50,7 +50,8 @@ pub fn read_numa_balancing(root: &SysRoot) -> Result<Option<NumaBalancing>, Erro
     match root.read_optional(NUMA_BALANCING)? {
         None => Ok(None),
         Some(t) => Ok(Some(
-            parse_numa_balancing(&t, NUMA_BALANCING).map_err(|e| e.in_file(root.path(NUMA_BALANCING).display()))?,
+            parse_numa_balancing(&t, NUMA_BALANCING)
+                .map_err(|e| e.in_file(root.path(NUMA_BALANCING).display()))?,
         )),
     }
 }
@@ -66,8 +67,16 @@ mod tests {
 
     #[test]
     fn modes() {
-        for m in [NumaBalancing::Off, NumaBalancing::Normal, NumaBalancing::MemoryTiering, NumaBalancing::NormalAndTiering] {
-            assert_eq!(parse_numa_balancing(&format!("{}\n", m.value()), "x").unwrap(), m);
+        for m in [
+            NumaBalancing::Off,
+            NumaBalancing::Normal,
+            NumaBalancing::MemoryTiering,
+            NumaBalancing::NormalAndTiering,
+        ] {
+            assert_eq!(
+                parse_numa_balancing(&format!("{}\n", m.value()), "x").unwrap(),
+                m
+            );
         }
         assert!(parse_numa_balancing("4", "x").is_err());
         assert!(parse_numa_balancing("", "x").is_err());

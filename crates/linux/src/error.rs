@@ -11,23 +11,33 @@ pub enum Error {
     /// diagnosed; `remedy` says what to do.
     #[error("{syscall}: {problem} ({errname}, errno {errno}): {remedy}")]
     Syscall {
+        /// The syscall (or sysfs file) refused.
         syscall: &'static str,
+        /// What was wrong, naming the argument at fault.
         problem: String,
+        /// The errno.
         errno: i32,
+        /// Its symbolic name (EINVAL, ...).
         errname: &'static str,
+        /// What to do about it.
         remedy: String,
     },
     /// An argument rejected before calling the kernel, so nothing was applied.
     #[error("{syscall}: {problem}: {remedy}")]
     Argument {
+        /// The syscall (or sysfs file) refused.
         syscall: &'static str,
+        /// What was wrong, naming the argument at fault.
         problem: String,
+        /// What to do about it.
         remedy: String,
     },
     /// A numalab policy that no kernel mode implements (remote percentage).
     #[error("{syscall}: '{policy}' is not a kernel memory policy mode: the kernel has no remote-percentage mode; use numalab's placement runtime (or, on Linux 6.9+, MPOL_WEIGHTED_INTERLEAVE with weights 100-p : p, see reference/policies.md section 5)")]
     NotAKernelPolicy {
+        /// The syscall (or sysfs file) refused.
         syscall: &'static str,
+        /// The policy, in numalab syntax.
         policy: String,
     },
     /// Malformed text in a sysfs/procfs file.
@@ -36,7 +46,9 @@ pub enum Error {
     /// A file could not be read or written.
     #[error("{path}: {source}{hint}", path = path.display())]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
         /// Extra advice (empty when there is none), e.g. "writing needs root".
         hint: String,
@@ -55,7 +67,9 @@ impl Error {
 
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
         let hint = match source.raw_os_error() {
-            Some(libc::EACCES) | Some(libc::EPERM) => ": permission denied (writing sysfs/procfs tunables needs root)".to_string(),
+            Some(libc::EACCES) | Some(libc::EPERM) => {
+                ": permission denied (writing sysfs/procfs tunables needs root)".to_string()
+            }
             _ => String::new(),
         };
         Error::Io {
@@ -70,9 +84,13 @@ impl Error {
 /// expected and (a prefix of) what was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParseError {
+    /// The file (its kind, e.g. `numa_maps`, for a pure parser; its path for a reader).
     pub file: String,
+    /// 1-based line; 0 when the whole file is at fault.
     pub line: usize,
+    /// What was expected there.
     pub expected: String,
+    /// What was found (at most 80 characters).
     pub found: String,
 }
 

@@ -14,6 +14,8 @@
 //! the errno, and what to do. Parsers never panic, whatever the input (they are fuzzed:
 //! `crates/linux/fuzz`).
 
+#![warn(missing_docs)]
+
 pub mod balancing;
 pub mod error;
 pub mod node;
@@ -31,8 +33,8 @@ pub mod weighted_interleave;
 pub use error::{Error, ParseError};
 pub use policy::{KernelMode, KernelPolicy, MbindFlags, ModeFlags};
 pub use syscalls::{
-    get_mempolicy, get_range_policy, mbind, mems_allowed, migrate_pages, move_pages, move_pages_query,
-    move_pages_to, node_of_address, set_kernel_mempolicy, set_mempolicy, set_mempolicy_flags,
-    set_mempolicy_home_node, MovePagesOptions, MoveReport, PageStatus,
+    get_mempolicy, get_range_policy, mbind, mems_allowed, migrate_pages, move_pages,
+    move_pages_query, move_pages_to, node_of_address, set_kernel_mempolicy, set_mempolicy,
+    set_mempolicy_flags, set_mempolicy_home_node, MovePagesOptions, MoveReport, PageStatus,
 };
 pub use sysroot::{Pid, SysRoot};

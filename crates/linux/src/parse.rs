@@ -10,7 +10,12 @@ use numalab_core::{CpuId, NodeId, NodeMask};
 pub const MAX_CPU_ID: u32 = 1 << 16;
 
 /// Split a kernel list (`0-3,6`) into inclusive ranges, checking each bound against `limit`.
-fn parse_ranges(text: &str, file: &str, what: &str, limit: u64) -> Result<Vec<(u64, u64)>, ParseError> {
+fn parse_ranges(
+    text: &str,
+    file: &str,
+    what: &str,
+    limit: u64,
+) -> Result<Vec<(u64, u64)>, ParseError> {
     let s = text.trim();
     let mut out = Vec::new();
     if s.is_empty() {
@@ -23,8 +28,12 @@ fn parse_ranges(text: &str, file: &str, what: &str, limit: u64) -> Result<Vec<(u
             Some((a, b)) => (a, b),
             None => (part_t, part_t),
         };
-        let lo: u64 = lo.parse().map_err(|_| ParseError::new(file, 1, expected(), part_t))?;
-        let hi: u64 = hi.parse().map_err(|_| ParseError::new(file, 1, expected(), part_t))?;
+        let lo: u64 = lo
+            .parse()
+            .map_err(|_| ParseError::new(file, 1, expected(), part_t))?;
+        let hi: u64 = hi
+            .parse()
+            .map_err(|_| ParseError::new(file, 1, expected(), part_t))?;
         if lo > hi || hi >= limit {
             return Err(ParseError::new(file, 1, expected(), part_t));
         }
@@ -47,12 +56,22 @@ pub fn parse_node_list(text: &str, file: &str) -> Result<NodeMask, ParseError> {
 
 /// Parse a CPU list (`cpulist`, `thread_siblings_list`): ids in increasing order, no duplicates.
 pub fn parse_cpu_list(text: &str, file: &str) -> Result<Vec<CpuId>, ParseError> {
-    let mut cpus: Vec<CpuId> = Vec::new();
+    // A bitmap bounds memory whatever the input repeats (`0-65535,0-65535,...`).
+    let mut bits = vec![0u64; (MAX_CPU_ID as usize).div_ceil(64)];
     for (lo, hi) in parse_ranges(text, file, "CPU", MAX_CPU_ID as u64)? {
-        cpus.extend((lo..=hi).map(|c| CpuId(c as u32)));
+        for c in lo..=hi {
+            bits[(c / 64) as usize] |= 1 << (c % 64);
+        }
     }
-    cpus.sort_unstable();
-    cpus.dedup();
+    let mut cpus = Vec::new();
+    for (w, word) in bits.iter().enumerate() {
+        let mut x = *word;
+        while x != 0 {
+            let b = x.trailing_zeros();
+            cpus.push(CpuId(w as u32 * 64 + b));
+            x &= x - 1;
+        }
+    }
     Ok(cpus)
 }
 
@@ -65,11 +84,17 @@ pub(crate) fn parse_u64(tok: &str, file: &str, line: usize, what: &str) -> Resul
 
 /// Parse `key value` lines (`/proc/vmstat`, `nodeN/numastat`) in file order.
 pub(crate) fn parse_key_values(text: &str, file: &str) -> Result<Vec<(String, u64)>, ParseError> {
-    Ok(parse_key_value_lines(text, file)?.into_iter().map(|(_, k, v)| (k, v)).collect())
+    Ok(parse_key_value_lines(text, file)?
+        .into_iter()
+        .map(|(_, k, v)| (k, v))
+        .collect())
 }
 
 /// As [`parse_key_values`], with each pair's 1-based line number.
-pub(crate) fn parse_key_value_lines(text: &str, file: &str) -> Result<Vec<(usize, String, u64)>, ParseError> {
+pub(crate) fn parse_key_value_lines(
+    text: &str,
+    file: &str,
+) -> Result<Vec<(usize, String, u64)>, ParseError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let ln = i + 1;
@@ -80,7 +105,11 @@ pub(crate) fn parse_key_value_lines(text: &str, file: &str) -> Result<Vec<(usize
         let (Some(k), Some(v), None) = (it.next(), it.next(), it.next()) else {
             return Err(ParseError::new(file, ln, "'name value'", line));
         };
-        out.push((ln, k.to_string(), parse_u64(v, file, ln, &format!("the value of {k}"))?));
+        out.push((
+            ln,
+            k.to_string(),
+            parse_u64(v, file, ln, &format!("the value of {k}"))?,
+        ));
     }
     Ok(out)
 }
@@ -96,7 +125,10 @@ mod tests {
 
     #[test]
     fn node_lists() {
-        assert_eq!(parse_node_list("0-3,6\n", "online").unwrap().to_string(), "0-3,6");
+        assert_eq!(
+            parse_node_list("0-3,6\n", "online").unwrap().to_string(),
+            "0-3,6"
+        );
         assert!(parse_node_list("\n", "has_cpu").unwrap().is_empty());
         let e = parse_node_list("0-300", "online").unwrap_err();
         assert_eq!(e.file, "online");

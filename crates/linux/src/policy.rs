@@ -58,7 +58,10 @@ impl KernelMode {
     /// The first kernel release with this mode, for "needs Linux X" advice.
     pub fn since_linux(self) -> &'static str {
         match self {
-            KernelMode::Default | KernelMode::Preferred | KernelMode::Bind | KernelMode::Interleave => "2.6.7",
+            KernelMode::Default
+            | KernelMode::Preferred
+            | KernelMode::Bind
+            | KernelMode::Interleave => "2.6.7",
             KernelMode::Local => "3.8",
             KernelMode::PreferredMany => "5.15",
             KernelMode::WeightedInterleave => "6.9",
@@ -196,7 +199,9 @@ impl KernelNodemask {
 /// A policy in kernel terms: mode, mode flags and nodemask, ready for `set_mempolicy`/`mbind`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelPolicy {
+    /// The mode (MPOL_*).
     pub mode: KernelMode,
+    /// Mode flags (MPOL_F_*).
     pub flags: ModeFlags,
     /// Empty for MPOL_DEFAULT and MPOL_LOCAL (the kernel then gets a NULL mask).
     pub nodes: NodeMask,
@@ -212,7 +217,11 @@ impl KernelPolicy {
     /// [`crate::set_mempolicy`] and [`crate::mbind`], not passed.
     ///
     /// `MemPolicy::RemotePercent` is numalab's own mode and gives [`Error::NotAKernelPolicy`].
-    pub fn from_mempolicy(p: &MemPolicy, extra: ModeFlags, syscall: &'static str) -> Result<KernelPolicy, Error> {
+    pub fn from_mempolicy(
+        p: &MemPolicy,
+        extra: ModeFlags,
+        syscall: &'static str,
+    ) -> Result<KernelPolicy, Error> {
         let (mode, nodes, mut flags) = match p {
             MemPolicy::Default => (KernelMode::Default, NodeMask::empty(), ModeFlags::empty()),
             MemPolicy::Local => (KernelMode::Local, NodeMask::empty(), ModeFlags::empty()),
@@ -220,14 +229,26 @@ impl KernelPolicy {
                 if node.index() >= MAX_NODES {
                     return Err(Error::Argument {
                         syscall,
-                        problem: format!("preferred node {} is beyond numalab's {MAX_NODES}-node nodemask", node.0),
+                        problem: format!(
+                            "preferred node {} is beyond numalab's {MAX_NODES}-node nodemask",
+                            node.0
+                        ),
                         remedy: "name an online node".into(),
                     });
                 }
-                (KernelMode::Preferred, NodeMask::single(*node), ModeFlags::empty())
+                (
+                    KernelMode::Preferred,
+                    NodeMask::single(*node),
+                    ModeFlags::empty(),
+                )
             }
-            MemPolicy::PreferredMany { nodes } => (KernelMode::PreferredMany, *nodes, ModeFlags::empty()),
-            MemPolicy::Bind { nodes, numa_balancing } => (
+            MemPolicy::PreferredMany { nodes } => {
+                (KernelMode::PreferredMany, *nodes, ModeFlags::empty())
+            }
+            MemPolicy::Bind {
+                nodes,
+                numa_balancing,
+            } => (
                 KernelMode::Bind,
                 *nodes,
                 if *numa_balancing {
@@ -237,7 +258,9 @@ impl KernelPolicy {
                 },
             ),
             MemPolicy::Interleave { nodes } => (KernelMode::Interleave, *nodes, ModeFlags::empty()),
-            MemPolicy::WeightedInterleave { nodes, .. } => (KernelMode::WeightedInterleave, *nodes, ModeFlags::empty()),
+            MemPolicy::WeightedInterleave { nodes, .. } => {
+                (KernelMode::WeightedInterleave, *nodes, ModeFlags::empty())
+            }
             MemPolicy::RemotePercent { .. } => {
                 return Err(Error::NotAKernelPolicy {
                     syscall,
@@ -260,7 +283,9 @@ impl KernelPolicy {
                 remedy: remedy.to_string(),
             })
         };
-        if self.flags.contains(ModeFlags::STATIC_NODES) && self.flags.contains(ModeFlags::RELATIVE_NODES) {
+        if self.flags.contains(ModeFlags::STATIC_NODES)
+            && self.flags.contains(ModeFlags::RELATIVE_NODES)
+        {
             return arg(
                 "MPOL_F_STATIC_NODES and MPOL_F_RELATIVE_NODES are both set".into(),
                 "choose one of them",
@@ -286,7 +311,10 @@ impl KernelPolicy {
             KernelMode::Preferred => {}
             _ => {
                 if self.nodes.is_empty() {
-                    return arg(format!("{} with an empty nodemask", self.mode), "name at least one node");
+                    return arg(
+                        format!("{} with an empty nodemask", self.mode),
+                        "name at least one node",
+                    );
                 }
             }
         }
@@ -348,7 +376,10 @@ mod tests {
         assert_eq!(ModeFlags::NUMA_BALANCING.bits(), 8192);
         assert_eq!(ModeFlags::STATIC_NODES.bits(), 1 << 15);
         assert_eq!(MbindFlags::MOVE_ALL.bits(), 4);
-        assert_eq!(format!("{:?}", MbindFlags::STRICT | MbindFlags::MOVE), "MPOL_MF_STRICT|MPOL_MF_MOVE");
+        assert_eq!(
+            format!("{:?}", MbindFlags::STRICT | MbindFlags::MOVE),
+            "MPOL_MF_STRICT|MPOL_MF_MOVE"
+        );
         assert_eq!(MPOL_MODE_FLAGS, 0xe000);
     }
 
@@ -369,11 +400,29 @@ mod tests {
         let cases = [
             (MemPolicy::Default, KernelMode::Default),
             (MemPolicy::Local, KernelMode::Local),
-            (MemPolicy::Preferred { node: NodeId(1) }, KernelMode::Preferred),
-            (MemPolicy::PreferredMany { nodes: two }, KernelMode::PreferredMany),
-            (MemPolicy::Bind { nodes: two, numa_balancing: true }, KernelMode::Bind),
+            (
+                MemPolicy::Preferred { node: NodeId(1) },
+                KernelMode::Preferred,
+            ),
+            (
+                MemPolicy::PreferredMany { nodes: two },
+                KernelMode::PreferredMany,
+            ),
+            (
+                MemPolicy::Bind {
+                    nodes: two,
+                    numa_balancing: true,
+                },
+                KernelMode::Bind,
+            ),
             (MemPolicy::Interleave { nodes: two }, KernelMode::Interleave),
-            (MemPolicy::WeightedInterleave { nodes: two, weights: vec![] }, KernelMode::WeightedInterleave),
+            (
+                MemPolicy::WeightedInterleave {
+                    nodes: two,
+                    weights: vec![],
+                },
+                KernelMode::WeightedInterleave,
+            ),
         ];
         for (p, mode) in cases {
             let k = KernelPolicy::from_mempolicy(&p, ModeFlags::empty(), "set_mempolicy").unwrap();
@@ -381,7 +430,10 @@ mod tests {
             assert_eq!(k.to_mempolicy(), p);
         }
         let k = KernelPolicy::from_mempolicy(
-            &MemPolicy::Bind { nodes: two, numa_balancing: true },
+            &MemPolicy::Bind {
+                nodes: two,
+                numa_balancing: true,
+            },
             ModeFlags::STATIC_NODES,
             "mbind",
         )
@@ -391,7 +443,10 @@ mod tests {
 
     #[test]
     fn remote_percent_is_not_a_kernel_mode() {
-        let p = MemPolicy::RemotePercent { percent: 30, remote: NodeMask::empty() };
+        let p = MemPolicy::RemotePercent {
+            percent: 30,
+            remote: NodeMask::empty(),
+        };
         let e = KernelPolicy::from_mempolicy(&p, ModeFlags::empty(), "set_mempolicy").unwrap_err();
         assert!(matches!(e, Error::NotAKernelPolicy { .. }));
         assert!(e.to_string().contains("numalab's placement runtime"), "{e}");
@@ -401,11 +456,24 @@ mod tests {
     fn rejects_bad_flag_combinations() {
         let two = NodeMask::first_n(2);
         let p = MemPolicy::Interleave { nodes: two };
-        let e = KernelPolicy::from_mempolicy(&p, ModeFlags::STATIC_NODES | ModeFlags::RELATIVE_NODES, "mbind").unwrap_err();
+        let e = KernelPolicy::from_mempolicy(
+            &p,
+            ModeFlags::STATIC_NODES | ModeFlags::RELATIVE_NODES,
+            "mbind",
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("choose one"), "{e}");
         let e = KernelPolicy::from_mempolicy(&p, ModeFlags::NUMA_BALANCING, "mbind").unwrap_err();
         assert!(e.to_string().contains("MPOL_F_NUMA_BALANCING"), "{e}");
-        let e = KernelPolicy::from_mempolicy(&MemPolicy::Bind { nodes: NodeMask::empty(), numa_balancing: false }, ModeFlags::empty(), "mbind").unwrap_err();
+        let e = KernelPolicy::from_mempolicy(
+            &MemPolicy::Bind {
+                nodes: NodeMask::empty(),
+                numa_balancing: false,
+            },
+            ModeFlags::empty(),
+            "mbind",
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("empty nodemask"), "{e}");
     }
 }

@@ -19,24 +19,35 @@ use std::collections::BTreeMap;
 /// One VMA of smaps.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct SmapsVma {
+    /// First address.
     pub start: u64,
+    /// One past the last address.
     pub end: u64,
     /// `rw-p` etc.
     pub perms: String,
+    /// File offset of `start`.
     pub offset: u64,
     /// `major:minor` of the backing device.
     pub dev: String,
+    /// Inode of the backing file (0 for anonymous memory).
     pub inode: u64,
     /// Path or pseudo-name (`[heap]`, `[stack]`, `[anon:...]`), as printed.
     pub path: Option<String>,
+    /// `Size`: the VMA's length.
     pub size_kb: Option<u64>,
+    /// `KernelPageSize`.
     pub kernel_page_size_kb: Option<u64>,
+    /// `MMUPageSize`.
     pub mmu_page_size_kb: Option<u64>,
+    /// `Rss`: resident.
     pub rss_kb: Option<u64>,
+    /// `Pss`: proportional share of resident.
     pub pss_kb: Option<u64>,
+    /// `Anonymous`.
     pub anonymous_kb: Option<u64>,
     /// Anonymous memory mapped by PMD-sized THPs.
     pub anon_huge_pages_kb: Option<u64>,
+    /// `Swap`.
     pub swap_kb: Option<u64>,
     /// Whether the VMA may get THPs (`THPeligible`, 4.20+).
     pub thp_eligible: Option<bool>,
@@ -64,17 +75,25 @@ fn parse_header(line: &str, file: &str, ln: usize) -> Result<SmapsVma, ParseErro
     let expected = "a VMA header 'start-end perms offset dev inode [path]'";
     let mut it = line.splitn(6, ' ');
     let range = it.next().unwrap_or("");
-    let (Some(perms), Some(offset), Some(dev), Some(inode)) = (it.next(), it.next(), it.next(), it.next()) else {
+    let (Some(perms), Some(offset), Some(dev), Some(inode)) =
+        (it.next(), it.next(), it.next(), it.next())
+    else {
         return Err(ParseError::new(file, ln, expected, line));
     };
-    let (s, e) = range.split_once('-').ok_or_else(|| ParseError::new(file, ln, expected, line))?;
-    let hex = |t: &str| u64::from_str_radix(t, 16).map_err(|_| ParseError::new(file, ln, expected, line));
+    let (s, e) = range
+        .split_once('-')
+        .ok_or_else(|| ParseError::new(file, ln, expected, line))?;
+    let hex =
+        |t: &str| u64::from_str_radix(t, 16).map_err(|_| ParseError::new(file, ln, expected, line));
     let (start, end, offset) = (hex(s)?, hex(e)?, hex(offset)?);
     if end < start || perms.len() != 4 || !dev.contains(':') {
         return Err(ParseError::new(file, ln, expected, line));
     }
     let inode = parse_u64(inode, file, ln, "the inode number")?;
-    let path = it.next().map(|p| p.trim_start().to_string()).filter(|p| !p.is_empty());
+    let path = it
+        .next()
+        .map(|p| p.trim_start().to_string())
+        .filter(|p| !p.is_empty());
     Ok(SmapsVma {
         start,
         end,
@@ -101,7 +120,12 @@ pub fn parse_smaps(text: &str, file: &str) -> Result<Vec<SmapsVma>, ParseError> 
             continue;
         }
         let Some(vma) = out.last_mut() else {
-            return Err(ParseError::new(file, ln, "a VMA header before its fields", line));
+            return Err(ParseError::new(
+                file,
+                ln,
+                "a VMA header before its fields",
+                line,
+            ));
         };
         let name = first.trim_end_matches(':');
         let value = line[line.find(':').map_or(0, |p| p + 1)..].trim();
@@ -109,7 +133,10 @@ pub fn parse_smaps(text: &str, file: &str) -> Result<Vec<SmapsVma>, ParseError> 
             vma.vm_flags = value.split_whitespace().map(str::to_string).collect();
             continue;
         }
-        if let Some(num) = value.strip_suffix(" kB").or_else(|| (value == "kB").then_some("")) {
+        if let Some(num) = value
+            .strip_suffix(" kB")
+            .or_else(|| (value == "kB").then_some(""))
+        {
             let kb = parse_u64(num, file, ln, &format!("the value of {name} in kB"))?;
             vma.fields_kb.insert(name.to_string(), kb);
             let slot = match name {

@@ -7,7 +7,9 @@
 //! kernel) so the message says which argument was wrong and what to do.
 
 use crate::error::{errno_name, Error};
-use crate::policy::{KernelMode, KernelNodemask, KernelPolicy, MbindFlags, ModeFlags, MPOL_MODE_FLAGS};
+use crate::policy::{
+    KernelMode, KernelNodemask, KernelPolicy, MbindFlags, ModeFlags, MPOL_MODE_FLAGS,
+};
 use crate::sysroot::{Pid, SysRoot};
 use numalab_core::{MemPolicy, NodeId, NodeMask};
 use std::ffi::c_void;
@@ -74,8 +76,14 @@ fn plural_nodes(m: &NodeMask) -> String {
 
 fn diagnose(syscall: &'static str, errno: i32, ctx: &Ctx) -> Error {
     let strerror = std::io::Error::from_raw_os_error(errno).to_string();
-    let strerror = strerror.split(" (os error").next().unwrap_or("").to_string();
-    let other_pid = ctx.pid.filter(|p| p.0 != 0 && p.0 != std::process::id() as libc::pid_t);
+    let strerror = strerror
+        .split(" (os error")
+        .next()
+        .unwrap_or("")
+        .to_string();
+    let other_pid = ctx
+        .pid
+        .filter(|p| p.0 != 0 && p.0 != std::process::id() as libc::pid_t);
     let mut problem;
     let remedy: String;
     match errno {
@@ -113,7 +121,9 @@ fn diagnose(syscall: &'static str, errno: i32, ctx: &Ctx) -> Error {
             remedy = "pass addresses of mapped memory of the target process".into();
         }
         libc::EIO => {
-            problem = "MPOL_MF_STRICT: existing pages do not follow the policy or could not be moved".into();
+            problem =
+                "MPOL_MF_STRICT: existing pages do not follow the policy or could not be moved"
+                    .into();
             remedy = "add MPOL_MF_MOVE to migrate them, or drop MPOL_MF_STRICT".into();
         }
         libc::ENOMEM => {
@@ -122,7 +132,8 @@ fn diagnose(syscall: &'static str, errno: i32, ctx: &Ctx) -> Error {
         }
         libc::ENODEV => {
             problem = format!("a target node is offline or has no memory ({})", ctx.nodes);
-            remedy = "move pages only to nodes listed in /sys/devices/system/node/has_memory".into();
+            remedy =
+                "move pages only to nodes listed in /sys/devices/system/node/has_memory".into();
         }
         libc::EACCES => {
             problem = "a target node is not allowed by the target process's cpuset".into();
@@ -190,7 +201,9 @@ fn diagnose_einval(syscall: &'static str, ctx: &Ctx) -> (String, String) {
                 format!("{} needs Linux {}+", k.mode, k.mode.since_linux()),
             );
         }
-        if k.mode == KernelMode::WeightedInterleave && !host.path(crate::weighted_interleave::DIR).exists() {
+        if k.mode == KernelMode::WeightedInterleave
+            && !host.path(crate::weighted_interleave::DIR).exists()
+        {
             return (
                 "MPOL_WEIGHTED_INTERLEAVE is unknown to this kernel".into(),
                 "MPOL_WEIGHTED_INTERLEAVE needs Linux 6.9+".into(),
@@ -218,7 +231,9 @@ fn diagnose_einval(syscall: &'static str, ctx: &Ctx) -> (String, String) {
             let outside = ctx.nodes.and_not(&allowed);
             if !outside.is_empty() && (outside == ctx.nodes || syscall == "migrate_pages") {
                 return (
-                    format!("nodes {outside} are outside this task's cpuset (mems_allowed = {allowed})"),
+                    format!(
+                        "nodes {outside} are outside this task's cpuset (mems_allowed = {allowed})"
+                    ),
                     "use nodes of the cpuset, or widen it (cgroup cpuset.mems)".into(),
                 );
             }
@@ -228,7 +243,10 @@ fn diagnose_einval(syscall: &'static str, ctx: &Ctx) -> (String, String) {
         Some(k) => format!("invalid argument for {k}"),
         None => "invalid argument".into(),
     };
-    (what, format!("check the mode, flags, nodemask and alignment against man 2 {syscall}"))
+    (
+        what,
+        format!("check the mode, flags, nodemask and alignment against man 2 {syscall}"),
+    )
 }
 
 fn mask_ptr(k: &Option<KernelNodemask>) -> *const libc::c_ulong {
@@ -306,7 +324,14 @@ pub fn set_kernel_mempolicy(k: &KernelPolicy) -> Result<(), Error> {
     const SYSCALL: &str = "set_mempolicy";
     let mask = policy_mask(k);
     // SAFETY: the mask buffer outlives the call and holds maxnode - 1 bits.
-    let r = unsafe { libc::syscall(libc::SYS_set_mempolicy, k.raw_mode(), mask_ptr(&mask), maxnode_of(&mask)) };
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_set_mempolicy,
+            k.raw_mode(),
+            mask_ptr(&mask),
+            maxnode_of(&mask),
+        )
+    };
     if r != 0 {
         let e = last_errno();
         return Err(diagnose(
@@ -322,7 +347,11 @@ pub fn set_kernel_mempolicy(k: &KernelPolicy) -> Result<(), Error> {
     Ok(())
 }
 
-fn raw_get_mempolicy(addr: usize, flags: libc::c_ulong, want_mask: bool) -> Result<(i32, NodeMask), Error> {
+fn raw_get_mempolicy(
+    addr: usize,
+    flags: libc::c_ulong,
+    want_mask: bool,
+) -> Result<(i32, NodeMask), Error> {
     let mut mode: libc::c_int = 0;
     let mut mask = KernelNodemask::empty();
     let (ptr, maxnode) = if want_mask {
@@ -331,7 +360,16 @@ fn raw_get_mempolicy(addr: usize, flags: libc::c_ulong, want_mask: bool) -> Resu
         (std::ptr::null_mut(), 0)
     };
     // SAFETY: `mode` and the mask buffer (maxnode - 1 bits) are valid for writes during the call.
-    let r = unsafe { libc::syscall(libc::SYS_get_mempolicy, &mut mode as *mut libc::c_int, ptr, maxnode, addr, flags) };
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_get_mempolicy,
+            &mut mode as *mut libc::c_int,
+            ptr,
+            maxnode,
+            addr,
+            flags,
+        )
+    };
     if r != 0 {
         let e = last_errno();
         let detail = if flags & MPOL_F_ADDR != 0 {
@@ -339,7 +377,14 @@ fn raw_get_mempolicy(addr: usize, flags: libc::c_ulong, want_mask: bool) -> Resu
         } else {
             String::new()
         };
-        return Err(diagnose("get_mempolicy", e, &Ctx { detail, ..Default::default() }));
+        return Err(diagnose(
+            "get_mempolicy",
+            e,
+            &Ctx {
+                detail,
+                ..Default::default()
+            },
+        ));
     }
     Ok((mode, mask.to_mask()))
 }
@@ -388,6 +433,7 @@ pub fn mems_allowed() -> Result<NodeMask, Error> {
     Ok(nodes)
 }
 
+/// The base page size (a power of two).
 fn page_size_bytes() -> usize {
     // SAFETY: sysconf has no preconditions.
     let s = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
@@ -400,12 +446,18 @@ fn page_size_bytes() -> usize {
 
 /// `mbind(2)`: set the policy of `[addr, addr + len_bytes)` of the calling process (`addr`
 /// page-aligned). With `MbindFlags::MOVE` existing pages are migrated to follow the policy.
-pub fn mbind(addr: usize, len_bytes: usize, policy: &MemPolicy, mode_flags: ModeFlags, flags: MbindFlags) -> Result<(), Error> {
+pub fn mbind(
+    addr: usize,
+    len_bytes: usize,
+    policy: &MemPolicy,
+    mode_flags: ModeFlags,
+    flags: MbindFlags,
+) -> Result<(), Error> {
     const SYSCALL: &str = "mbind";
     let k = KernelPolicy::from_mempolicy(policy, mode_flags, SYSCALL)?;
     check_weights(policy, SYSCALL)?;
     let page = page_size_bytes();
-    if addr % page != 0 {
+    if addr & (page - 1) != 0 {
         return Err(Error::Argument {
             syscall: SYSCALL,
             problem: format!("address {addr:#x} is not aligned to the {page}-byte page size"),
@@ -567,6 +619,7 @@ impl Default for MovePagesOptions {
 /// The outcome of a move: per-page status and the kernel's count of pages left behind.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MoveReport {
+    /// Per-page status, in the order of the pages given.
     pub status: Vec<PageStatus>,
     /// Sum of the syscall's return values: pages that could not be migrated.
     pub not_moved: u64,
@@ -575,7 +628,10 @@ pub struct MoveReport {
 impl MoveReport {
     /// Pages now on `node`.
     pub fn count_on(&self, node: NodeId) -> usize {
-        self.status.iter().filter(|s| **s == PageStatus::OnNode(node)).count()
+        self.status
+            .iter()
+            .filter(|s| **s == PageStatus::OnNode(node))
+            .count()
     }
 }
 
@@ -592,7 +648,11 @@ fn check_batch(opts: &MovePagesOptions) -> Result<(), Error> {
 
 /// `move_pages(2)` in query mode (`nodes == NULL`): where each page of `pid` is. `pages` are
 /// addresses in `pid`'s address space (any address within a page names that page).
-pub fn move_pages_query(pid: Pid, pages: &[usize], opts: &MovePagesOptions) -> Result<Vec<PageStatus>, Error> {
+pub fn move_pages_query(
+    pid: Pid,
+    pages: &[usize],
+    opts: &MovePagesOptions,
+) -> Result<Vec<PageStatus>, Error> {
     check_batch(opts)?;
     let mut out = Vec::with_capacity(pages.len());
     for chunk in pages.chunks(opts.batch_pages) {
@@ -606,7 +666,12 @@ pub fn move_pages_query(pid: Pid, pages: &[usize], opts: &MovePagesOptions) -> R
 /// checked against `/sys/devices/system/node/has_memory` first, so a bad node fails before any
 /// batch has moved anything. A later batch failing leaves earlier batches moved; the error then
 /// says how far it got.
-pub fn move_pages(pid: Pid, pages: &[usize], nodes: &[NodeId], opts: &MovePagesOptions) -> Result<MoveReport, Error> {
+pub fn move_pages(
+    pid: Pid,
+    pages: &[usize],
+    nodes: &[NodeId],
+    opts: &MovePagesOptions,
+) -> Result<MoveReport, Error> {
     const SYSCALL: &str = "move_pages";
     check_batch(opts)?;
     if pages.len() != nodes.len() {
@@ -626,8 +691,12 @@ pub fn move_pages(pid: Pid, pages: &[usize], nodes: &[NodeId], opts: &MovePagesO
         status: Vec::with_capacity(pages.len()),
         not_moved: 0,
     };
-    for (pc, nc) in pages.chunks(opts.batch_pages).zip(nodes.chunks(opts.batch_pages)) {
-        let (status, left) = raw_move_pages(pid, pc, Some(nc), flags, report.status.len(), pages.len())?;
+    for (pc, nc) in pages
+        .chunks(opts.batch_pages)
+        .zip(nodes.chunks(opts.batch_pages))
+    {
+        let (status, left) =
+            raw_move_pages(pid, pc, Some(nc), flags, report.status.len(), pages.len())?;
         report.status.extend(status);
         report.not_moved += left;
     }
@@ -635,7 +704,12 @@ pub fn move_pages(pid: Pid, pages: &[usize], nodes: &[NodeId], opts: &MovePagesO
 }
 
 /// [`move_pages`] with every page going to the same node.
-pub fn move_pages_to(pid: Pid, pages: &[usize], node: NodeId, opts: &MovePagesOptions) -> Result<MoveReport, Error> {
+pub fn move_pages_to(
+    pid: Pid,
+    pages: &[usize],
+    node: NodeId,
+    opts: &MovePagesOptions,
+) -> Result<MoveReport, Error> {
     move_pages(pid, pages, &vec![node; pages.len()], opts)
 }
 
@@ -647,12 +721,21 @@ fn validate_targets(nodes: &[NodeId]) -> Result<(), Error> {
             .flatten()
             .and_then(|s| crate::parse::parse_node_list(&s, rel).ok())
     };
-    let (Some(online), Some(memory)) = (read(crate::node::ONLINE), read(crate::node::HAS_MEMORY)) else {
+    let (Some(online), Some(memory)) = (read(crate::node::ONLINE), read(crate::node::HAS_MEMORY))
+    else {
         // No readable sysfs (e.g. a sandbox): let the kernel judge.
         return Ok(());
     };
-    let asked = NodeMask::from_nodes(nodes.iter().copied().filter(|n| n.index() < numalab_core::nodemask::MAX_NODES));
-    if let Some(big) = nodes.iter().find(|n| n.index() >= numalab_core::nodemask::MAX_NODES) {
+    let asked = NodeMask::from_nodes(
+        nodes
+            .iter()
+            .copied()
+            .filter(|n| n.index() < numalab_core::nodemask::MAX_NODES),
+    );
+    if let Some(big) = nodes
+        .iter()
+        .find(|n| n.index() >= numalab_core::nodemask::MAX_NODES)
+    {
         return Err(Error::Argument {
             syscall: "move_pages",
             problem: format!("node {} does not exist: online nodes are {online}", big.0),
@@ -663,7 +746,10 @@ fn validate_targets(nodes: &[NodeId]) -> Result<(), Error> {
     if !missing.is_empty() {
         return Err(Error::Argument {
             syscall: "move_pages",
-            problem: format!("target {}: online nodes are {online}", plural_nodes(&missing)),
+            problem: format!(
+                "target {}: online nodes are {online}",
+                plural_nodes(&missing)
+            ),
             remedy: "name nodes from /sys/devices/system/node/online".into(),
         });
     }
@@ -687,7 +773,8 @@ fn raw_move_pages(
     total: usize,
 ) -> Result<(Vec<PageStatus>, u64), Error> {
     let ptrs: Vec<*const c_void> = pages.iter().map(|a| *a as *const c_void).collect();
-    let targets: Option<Vec<libc::c_int>> = nodes.map(|n| n.iter().map(|n| n.0 as libc::c_int).collect());
+    let targets: Option<Vec<libc::c_int>> =
+        nodes.map(|n| n.iter().map(|n| n.0 as libc::c_int).collect());
     // i32::MIN marks an entry the kernel did not write (it writes all of them on success).
     let mut status: Vec<libc::c_int> = vec![i32::MIN; pages.len()];
     // SAFETY: the three arrays have `count` entries and live across the call; the kernel reads
@@ -715,14 +802,19 @@ fn raw_move_pages(
             "move_pages",
             e,
             &Ctx {
-                nodes: nodes.map_or(NodeMask::empty(), |n| NodeMask::from_nodes(n.iter().copied())),
+                nodes: nodes.map_or(NodeMask::empty(), |n| {
+                    NodeMask::from_nodes(n.iter().copied())
+                }),
                 pid: Some(pid),
                 detail,
                 ..Default::default()
             },
         ));
     }
-    Ok((status.into_iter().map(PageStatus::from_raw).collect(), r as u64))
+    Ok((
+        status.into_iter().map(PageStatus::from_raw).collect(),
+        r as u64,
+    ))
 }
 
 #[cfg(test)]
@@ -738,7 +830,10 @@ mod tests {
         assert_eq!(PageStatus::from_raw(-libc::EPERM), PageStatus::Denied);
         assert_eq!(PageStatus::from_raw(-libc::EFAULT), PageStatus::Fault);
         assert_eq!(PageStatus::from_raw(-libc::ENOMEM), PageStatus::NoMemory);
-        assert_eq!(PageStatus::from_raw(-libc::EIO), PageStatus::Other(libc::EIO));
+        assert_eq!(
+            PageStatus::from_raw(-libc::EIO),
+            PageStatus::Other(libc::EIO)
+        );
         assert_eq!(PageStatus::from_raw(i32::MIN), PageStatus::Other(i32::MAX));
     }
 

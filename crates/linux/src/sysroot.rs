@@ -40,17 +40,21 @@ impl SysRoot {
         self.root.join(rel.trim_start_matches('/'))
     }
 
-    /// Read a file that must exist.
+    /// Read a file that must exist. Invalid UTF-8 (a file name in numa_maps or smaps may hold
+    /// any bytes) becomes U+FFFD rather than an error.
     pub fn read(&self, rel: &str) -> Result<String, Error> {
         let p = self.path(rel);
-        std::fs::read_to_string(&p).map_err(|e| Error::io(p, e))
+        match std::fs::read(&p) {
+            Ok(b) => Ok(String::from_utf8_lossy(&b).into_owned()),
+            Err(e) => Err(Error::io(p, e)),
+        }
     }
 
     /// Read a file that older kernels or other configurations may lack: `Ok(None)` when absent.
     pub fn read_optional(&self, rel: &str) -> Result<Option<String>, Error> {
         let p = self.path(rel);
-        match std::fs::read_to_string(&p) {
-            Ok(s) => Ok(Some(s)),
+        match std::fs::read(&p) {
+            Ok(b) => Ok(Some(String::from_utf8_lossy(&b).into_owned())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::io(p, e)),
         }

@@ -15,7 +15,9 @@ pub const THP_DIR: &str = "sys/kernel/mm/transparent_hugepage";
 /// A bracketed choice: the options in file order and the selected one.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Choice {
+    /// The bracketed option.
     pub selected: String,
+    /// Every option, in file order.
     pub options: Vec<String>,
 }
 
@@ -47,7 +49,7 @@ macro_rules! choice_enum {
     ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $var:ident = $s:literal,)* }) => {
         $(#[$m])*
         #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize)]
-        pub enum $name { $($(#[$vm])* $var,)* }
+        pub enum $name { $(#[doc = concat!("`", $s, "`")] $(#[$vm])* $var,)* }
 
         impl $name {
             /// The kernel's spelling.
@@ -111,26 +113,40 @@ choice_enum!(
 /// `khugepaged/*` (each None where the kernel lacks the file).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Khugepaged {
+    /// `khugepaged/defrag`: whether khugepaged compacts memory to collapse.
     pub defrag: Option<bool>,
+    /// `khugepaged/pages_to_scan`: pages scanned per wake-up.
     pub pages_to_scan: Option<u64>,
+    /// `khugepaged/scan_sleep_millisecs`.
     pub scan_sleep_ms: Option<u64>,
+    /// `khugepaged/alloc_sleep_millisecs`: back-off after a failed huge page allocation.
     pub alloc_sleep_ms: Option<u64>,
+    /// `khugepaged/max_ptes_none`: empty PTEs a collapse may fill.
     pub max_ptes_none: Option<u64>,
+    /// `khugepaged/max_ptes_swap`: swapped-out PTEs a collapse may read back.
     pub max_ptes_swap: Option<u64>,
+    /// `khugepaged/max_ptes_shared`: shared PTEs a collapse may include.
     pub max_ptes_shared: Option<u64>,
+    /// `khugepaged/full_scans`: completed passes (a counter).
     pub full_scans: Option<u64>,
+    /// `khugepaged/pages_collapsed`: huge pages made (a counter).
     pub pages_collapsed: Option<u64>,
 }
 
 /// The THP settings.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ThpSettings {
+    /// `enabled`: THP for anonymous memory.
     pub enabled: ThpEnabled,
+    /// `defrag`: direct compaction on fault.
     pub defrag: ThpDefrag,
+    /// `shmem_enabled`: THP for shmem/tmpfs.
     pub shmem_enabled: Option<ShmemEnabled>,
+    /// `use_zero_page`: read faults map the huge zero page.
     pub use_zero_page: Option<bool>,
     /// `hpage_pmd_size`: the PMD huge page size (2 MiB on x86-64).
     pub hpage_pmd_size_bytes: Option<u64>,
+    /// `khugepaged/*`.
     pub khugepaged: Khugepaged,
     /// Multi-size THP (6.8+): `hugepages-<size>kB/enabled`, by size in kB.
     pub per_size_enabled: BTreeMap<u64, ThpEnabled>,
@@ -146,7 +162,9 @@ pub fn read_thp(root: &SysRoot) -> Result<Option<ThpSettings>, Error> {
         let rel = format!("{THP_DIR}/{name}");
         match root.read_optional(&rel)? {
             None => Ok(None),
-            Some(t) => Ok(Some(parse_single_u64(&t, &rel, name).map_err(|e| e.in_file(full(&rel)))?)),
+            Some(t) => Ok(Some(
+                parse_single_u64(&t, &rel, name).map_err(|e| e.in_file(full(&rel)))?,
+            )),
         }
     };
     let rel = format!("{THP_DIR}/enabled");
@@ -169,7 +187,10 @@ pub fn read_thp(root: &SysRoot) -> Result<Option<ThpSettings>, Error> {
         };
         let rel = format!("{THP_DIR}/{name}/enabled");
         if let Some(t) = root.read_optional(&rel)? {
-            per_size_enabled.insert(kb, ThpEnabled::parse(&t, &rel).map_err(|e| e.in_file(full(&rel)))?);
+            per_size_enabled.insert(
+                kb,
+                ThpEnabled::parse(&t, &rel).map_err(|e| e.in_file(full(&rel)))?,
+            );
         }
     }
     Ok(Some(ThpSettings {
@@ -219,7 +240,10 @@ mod tests {
         let c = parse_choice("always [madvise] never\n", "enabled").unwrap();
         assert_eq!(c.selected, "madvise");
         assert_eq!(c.options, vec!["always", "madvise", "never"]);
-        assert_eq!(ThpDefrag::parse("always defer [defer+madvise] madvise never", "defrag").unwrap(), ThpDefrag::DeferMadvise);
+        assert_eq!(
+            ThpDefrag::parse("always defer [defer+madvise] madvise never", "defrag").unwrap(),
+            ThpDefrag::DeferMadvise
+        );
         assert!(parse_choice("always madvise never", "enabled").is_err());
         assert!(parse_choice("[always] [madvise]", "enabled").is_err());
         assert!(parse_choice("[]", "enabled").is_err());

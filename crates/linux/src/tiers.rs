@@ -18,6 +18,7 @@ pub const TIERS_DIR: &str = "sys/devices/virtual/memory_tiering";
 pub struct MemoryTier {
     /// N of `memory_tierN` (lower = faster).
     pub id: u32,
+    /// The tier's `nodelist`.
     pub nodes: NodeMask,
 }
 
@@ -64,12 +65,10 @@ pub fn read_memory_tiers(root: &SysRoot) -> Result<Option<Vec<MemoryTier>>, Erro
         texts.push((name.as_str(), root.read(&rel)?));
     }
     let pairs: Vec<(&str, &str)> = texts.iter().map(|(n, t)| (*n, t.as_str())).collect();
-    parse_memory_tiers(&pairs)
-        .map(Some)
-        .map_err(|e| {
-            let f = e.file.clone();
-            e.in_file(root.path(TIERS_DIR).join(f).display()).into()
-        })
+    parse_memory_tiers(&pairs).map(Some).map_err(|e| {
+        let f = e.file.clone();
+        e.in_file(root.path(TIERS_DIR).join(f).display()).into()
+    })
 }
 
 #[cfg(test)]
@@ -78,7 +77,12 @@ mod tests {
 
     #[test]
     fn tiers_sorted_and_disjoint() {
-        let t = parse_memory_tiers(&[("memory_tier22", "4\n"), ("power", ""), ("memory_tier4", "0-3\n")]).unwrap();
+        let t = parse_memory_tiers(&[
+            ("memory_tier22", "4\n"),
+            ("power", ""),
+            ("memory_tier4", "0-3\n"),
+        ])
+        .unwrap();
         assert_eq!(t.len(), 2);
         assert_eq!(t[0].id, 4);
         assert_eq!(t[0].nodes.to_string(), "0-3");

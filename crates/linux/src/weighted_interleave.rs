@@ -70,8 +70,10 @@ pub fn read_weights(root: &SysRoot) -> Result<Option<Weights>, Error> {
         let rel = format!("{DIR}/{name}");
         if let Some(node) = node_of_name(name) {
             let t = root.read(&rel)?;
-            w.weights
-                .insert(node, parse_weight(&t, &rel).map_err(|e| e.in_file(root.path(&rel).display()))?);
+            w.weights.insert(
+                node,
+                parse_weight(&t, &rel).map_err(|e| e.in_file(root.path(&rel).display()))?,
+            );
         } else if name == "auto" || name == "__auto_type" {
             let t = root.read(&rel)?;
             w.auto = Some(parse_auto(&t, &rel).map_err(|e| e.in_file(root.path(&rel).display()))?);
@@ -94,7 +96,8 @@ pub fn write_weight(root: &SysRoot, node: NodeId, weight: u8) -> Result<(), Erro
         return Err(Error::Argument {
             syscall: "weighted_interleave",
             problem: format!("{} does not exist", root.path(&rel).display()),
-            remedy: "the node must be possible and the kernel 6.9+ (MPOL_WEIGHTED_INTERLEAVE)".into(),
+            remedy: "the node must be possible and the kernel 6.9+ (MPOL_WEIGHTED_INTERLEAVE)"
+                .into(),
         });
     }
     root.write(&rel, &weight.to_string())
