@@ -46,11 +46,20 @@ const SHORTHANDS: &[(&str, &str)] = &[
 pub fn split_configs(s: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for tok in s.split(',') {
-        let continues = tok
+        let list_continues = tok
             .chars()
             .next()
-            .is_some_and(|c| c.is_ascii_digit() || c == '!')
-            && !out.is_empty();
+            .is_some_and(|c| c.is_ascii_digit() || c == '!');
+        // `policy=carrefour-lp:period_ms=500,split_share_percent=8`: a `key=value` whose key is
+        // not a configuration key continues the previous policy's parameters.
+        let param_continues = out
+            .last()
+            .and_then(|l| l.rsplit('+').next())
+            .is_some_and(|seg| seg.trim_start().starts_with("policy="))
+            && tok
+                .split_once('=')
+                .is_some_and(|(k, _)| !KEYS.contains(&k.trim()));
+        let continues = (list_continues || param_continues) && !out.is_empty();
         if continues {
             let last = out.last_mut().unwrap();
             last.push(',');
@@ -292,6 +301,16 @@ mod tests {
         assert_eq!(
             split_configs("thp=always+pin=0-3,5,interleave"),
             vec!["thp=always+pin=0-3,5", "interleave"]
+        );
+        assert_eq!(
+            split_configs(
+                "policy=carrefour-lp:period_ms=500,split_share_percent=8,thp=always,nothp"
+            ),
+            vec![
+                "policy=carrefour-lp:period_ms=500,split_share_percent=8",
+                "thp=always",
+                "nothp"
+            ]
         );
     }
 }
