@@ -97,6 +97,29 @@ enum PolicyCmd {
 enum BenchCmd {
     /// Simulated memory references per second of host time, on one host thread.
     Sim(BenchSimArgs),
+    /// Page migration on this kernel, as ratios: move_pages by batch size, and `numalab
+    /// migrate` against numactl's migratepages (needs two nodes with memory).
+    Migrate(BenchMigrateArgs),
+}
+
+#[derive(Args, Clone)]
+pub struct BenchMigrateArgs {
+    #[arg(long, default_value_t = 0)]
+    from: u16,
+    #[arg(long, default_value_t = 1)]
+    to: u16,
+    /// Memory moved per measurement: bytes or with K/M/G.
+    #[arg(long, default_value = "64M")]
+    size: String,
+    /// move_pages batch sizes, pages.
+    #[arg(long, default_value = "1,16,256,4096,65536", value_delimiter = ',')]
+    batches: Vec<usize>,
+    /// Rounds per batch size; the best is kept.
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Also write the results as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 #[derive(Args, Clone)]
@@ -206,6 +229,7 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Cmd::Bench(BenchCmd::Sim(a)) => bench_sim(a),
+        Cmd::Bench(BenchCmd::Migrate(a)) => bench_migrate(a),
         Cmd::Topo(a) => {
             let t = topo::collect(&numalab_linux::sysroot::SysRoot::host())?;
             if a.json {
@@ -266,6 +290,43 @@ fn memhog(a: MemhogArgs) -> Result<()> {
     }
     if r.corrupt_words > 0 {
         bail!("{} words lost their last written value", r.corrupt_words);
+    }
+    Ok(())
+}
+
+fn bench_migrate(a: BenchMigrateArgs) -> Result<()> {
+    use numalab_core::NodeId;
+    output::check_writable(a.json.as_deref())?;
+    let size_bytes = numalab_workloads::spec::parse_size(&a.size)
+        .with_context(|| format!("--size '{}': expected bytes or a number with K, M or G", a.size))?
+        as usize;
+    if a.batches.is_empty() || a.batches.contains(&0) {
+        bail!("--batches: give page counts of at least 1, e.g. 1,16,256,4096");
+    }
+    let online = numalab_linux::node::read_node_tree(&numalab_linux::sysroot::SysRoot::host())?.online;
+    for n in [a.from, a.to] {
+        if !online.contains(NodeId(n)) {
+            bail!("node {n} does not exist (online nodes: {online})");
+        }
+    }
+    let (from, to) = (NodeId(a.from), NodeId(a.to));
+    let batches = numalab_place::bench::batches(from, to, size_bytes, &a.batches, a.repeat)?;
+    println!("move_pages, {} pages between nodes {} and {} (best of {}):", batches[0].pages, a.from, a.to, a.repeat);
+    println!("{:>12} {:>12} {:>14}", "batch pages", "pages/s", "cost vs largest");
+    for r in &batches {
+        println!("{:>12} {:>12.0} {:>13.2}x", r.batch_pages, r.pages_per_s, r.relative_cost);
+    }
+    let exe = std::env::current_exe().context("locating the numalab binary")?;
+    let tools = numalab_place::bench::tools(&exe, from, to, size_bytes)?;
+    println!("\nmoving a {} process from node {} to {} (wall time, process start included):", a.size, a.from, a.to);
+    println!("{:<34} {:>8} {:>10} {:>16}", "tool", "pages", "seconds", "vs migratepages");
+    for r in &tools {
+        let rel = r.relative_to_migratepages.map_or("-".to_string(), |x| format!("{x:.2}x"));
+        println!("{:<34} {:>8} {:>10.3} {:>16}", r.tool, r.pages_moved, r.seconds, rel);
+    }
+    if let Some(p) = &a.json {
+        let all = numalab_place::bench::MigrateBench { from: a.from, to: a.to, size_bytes, batches, tools };
+        std::fs::write(p, serde_json::to_string_pretty(&all)?)?;
     }
     Ok(())
 }

@@ -30,11 +30,13 @@ fn run(args: &[&str]) -> Output {
     out
 }
 
-/// `numalab run OPTS -- numalab memhog SIZE --json ...`: the JSON report.
+/// `numalab run --thp=never OPTS -- numalab memhog SIZE --json ...`: the JSON report. THP is
+/// off (Debian boots with THP "always") so that placement is counted in 4 KiB pages, the unit
+/// every policy here places.
 fn memhog_under(opts: &[&str], memhog: &[&str]) -> Value {
     let bin = numalab();
     let bin = bin.to_str().unwrap();
-    let mut args: Vec<&str> = vec!["run"];
+    let mut args: Vec<&str> = vec!["run", "--thp=never"];
     args.extend_from_slice(opts);
     args.extend_from_slice(&["--", bin, "memhog", "--json"]);
     args.extend_from_slice(memhog);

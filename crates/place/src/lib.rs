@@ -1,6 +1,7 @@
 //! Placing real processes: numactl-compatible node/CPU specs and launch plans, remote-
 //! percentage placement and the page migration engine, over `numalab-linux`'s syscalls.
 
+pub mod bench;
 pub mod exec;
 pub mod launch;
 pub mod memhog;

@@ -1,0 +1,103 @@
+# shellcheck shell=bash
+# Static test binaries and the initramfs.
+#
+# Convention: an integration test file crates/*/tests/vm_*.rs (any test target whose name starts
+# with vm_) holds tests marked #[ignore = "needs the multi-node VM: see docs/testing.md"]. A plain
+# `cargo test` skips them; the VM runs them with --ignored.
+#
+# Binaries are linked statically (+crt-static) because the initramfs has no libc. The explicit
+# --target makes RUSTFLAGS apply to the target only, so proc-macros and build scripts stay
+# dynamic host artifacts and keep working.
+
+VM_RUST_TARGET=x86_64-unknown-linux-gnu
+
+# Prints "package<TAB>target" for every test target named vm_* in the workspace.
+vm_test_targets() {
+  local meta
+  meta=$(cd "$VM_REPO" && cargo metadata --no-deps --format-version 1) || die "cargo metadata failed: the workspace does not load"
+  jq -r '.packages[] | .name as $p | .targets[] | select(.kind | index("test")) | select(.name | startswith("vm_")) | "\($p)\t\(.name)"' <<<"$meta"
+}
+
+# cargo with the static flags, JSON messages on stdout; prints "name<TAB>executable" for the
+# artifacts that match the jq filter given as $1.
+cargo_static() {
+  local select=$1; shift
+  (cd "$VM_REPO" &&
+   RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-C target-feature=+crt-static" CARGO_TARGET_DIR="$VM_TARGET_DIR" \
+     cargo "$@" --release --target "$VM_RUST_TARGET" --message-format=json-render-diagnostics) |
+    jq -r "select(.reason == \"compiler-artifact\" and .executable != null) | $select | \"\(.target.name)\t\(.executable)\""
+  return "${PIPESTATUS[0]}"
+}
+
+# Fills $1 (a directory) with the test binaries: vm_* tests of the workspace plus --extra-bin
+# files.
+build_test_bins() {
+  local dest=$1 pkgs=() tests=() line pkg target out
+  mkdir -p "$dest"
+  out=$(vm_test_targets) || exit 2
+  while IFS=$'\t' read -r pkg target; do
+    [ -n "$pkg" ] || continue
+    pkgs+=(-p "$pkg"); tests+=(--test "$target")
+  done <<<"$out"
+  if [ ${#tests[@]} -gt 0 ]; then
+    log "building $((${#tests[@]} / 2)) vm_ test binaries (static, release, target dir $VM_TARGET_DIR)"
+    # Duplicated -p is harmless; every --test name exists in exactly one selected package.
+    out=$(cargo_static 'select(.target.kind | index("test")) | select(.target.name | startswith("vm_"))' \
+            test --no-run "${pkgs[@]}" "${tests[@]}") || die "cargo test --no-run failed"
+    while IFS=$'\t' read -r target line; do
+      [ -n "$target" ] || continue
+      strip --strip-debug -o "$dest/$target" "$line"
+    done <<<"$out"
+  else
+    log "no vm_ test binaries in the workspace (no crates/*/tests/vm_*.rs)"
+  fi
+  for line in "${VM_EXTRA_BINS[@]}"; do
+    [ -x "$line" ] || die "--extra-bin $line: not an executable file"
+    file -L "$line" | grep -Eq 'static(-pie)? linked' ||
+      warn "--extra-bin $line is not statically linked: it will not run in the VM (no libc there)"
+    # cargo's deps/NAME-HASH files are named NAME in the VM.
+    strip --strip-debug -o "$dest/$(basename "$line" | sed 's/-[0-9a-f]\{16\}$//')" "$line"
+  done
+}
+
+# Builds the numalab CLI statically into $1 (tests reach it through NUMALAB_BIN=/bin/numalab).
+build_cli() {
+  local dest=$1 out exe
+  log "building the numalab CLI (static)"
+  out=$(cargo_static 'select(.target.name == "numalab" and (.target.kind | index("bin")))' \
+          build -p numalab --bin numalab) || die "cargo build -p numalab failed"
+  exe=$(cut -f2 <<<"$out" | tail -n 1)
+  [ -x "$exe" ] || die "cargo built no numalab executable"
+  strip --strip-debug -o "$dest/numalab" "$exe"
+}
+
+# Assembles the initramfs (newc cpio, gzip) at $VM_INITRD from a staging tree in the cache:
+#   /init  /bin/busybox (+ /bin/sh)  /bin/numalab  /tests/*  /proc /sys /dev /tmp
+# With $1 = 0 (--no-build) the binaries staged by the last build are kept and only /init,
+# busybox and --extra-bin files are refreshed, so editing vm/init needs no cargo run.
+build_initramfs() {
+  local build=$1 root="$VM_CACHE/initramfs" f
+  if [ "$build" = 1 ]; then
+    rm -rf "$root"
+  else
+    [ -d "$root/tests" ] || die "--no-build: nothing built yet in $root (run once without --no-build)"
+    log "--no-build: reusing the binaries staged in $root"
+  fi
+  mkdir -p "$root"/{bin,tests,proc,sys,dev,tmp,etc,root}
+  cp /bin/busybox "$root/bin/busybox"
+  ln -sfn busybox "$root/bin/sh"
+  install -m 0755 "$VM_REPO/vm/init" "$root/init"
+  if [ "$build" = 1 ]; then
+    if [ "$VM_CLI" = 1 ]; then build_cli "$root/bin"; else warn "--no-cli: no /bin/numalab in the VM"; fi
+    build_test_bins "$root/tests"
+  else
+    for f in "${VM_EXTRA_BINS[@]}"; do
+      strip --strip-debug -o "$root/tests/$(basename "$f" | sed 's/-[0-9a-f]\{16\}$//')" "$f"
+    done
+  fi
+  echo "root:x:0:0:root:/root:/bin/sh" >"$root/etc/passwd"
+  echo "root:x:0:" >"$root/etc/group"
+  # Sorted names and root ownership make the archive depend only on its contents.
+  (cd "$root" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) | gzip -6 >"$VM_INITRD"
+  log "initramfs: $(du -h "$VM_INITRD" | cut -f1) with test binaries: $(ls "$root/tests" | tr '\n' ' ')"
+}
