@@ -71,6 +71,19 @@ build_cli() {
   strip --strip-debug -o "$dest/numalab" "$exe"
 }
 
+# Copies a dynamically linked host program and the libraries ldd names into the tree $2, at
+# the same paths, so it runs in the VM (used for numactl's migratepages, a benchmark baseline).
+copy_with_libs() {
+  local prog=$1 root=$2 lib
+  [ -x "$prog" ] || { warn "$prog not found: not in the VM"; return 0; }
+  mkdir -p "$root$(dirname "$prog")"
+  cp -L "$prog" "$root$prog"
+  for lib in $(ldd "$prog" | grep -o '/[^ ]*'); do
+    mkdir -p "$root$(dirname "$lib")"
+    cp -L "$lib" "$root$lib"
+  done
+}
+
 # Assembles the initramfs (newc cpio, gzip) at $VM_INITRD from a staging tree in the cache:
 #   /init  /bin/busybox (+ /bin/sh)  /bin/numalab  /tests/*  /proc /sys /dev /tmp
 # With $1 = 0 (--no-build) the binaries staged by the last build are kept and only /init,
@@ -87,6 +100,7 @@ build_initramfs() {
   cp /bin/busybox "$root/bin/busybox"
   ln -sfn busybox "$root/bin/sh"
   install -m 0755 "$VM_REPO/vm/init" "$root/init"
+  copy_with_libs /usr/bin/migratepages "$root"
   if [ "$build" = 1 ]; then
     if [ "$VM_CLI" = 1 ]; then build_cli "$root/bin"; else warn "--no-cli: no /bin/numalab in the VM"; fi
     build_test_bins "$root/tests"
