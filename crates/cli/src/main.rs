@@ -65,6 +65,11 @@ pub struct TopoArgs {
     /// Print the topology as JSON instead.
     #[arg(long)]
     json: bool,
+    /// Write a machine description (TOML) of this host to FILE instead, for `numalab sim
+    /// --machine FILE`: nodes, CPUs, memory, distances, HMAT figures and caches from the kernel,
+    /// the rest documented defaults (docs/machine-format.md, "From the running kernel").
+    #[arg(long, value_name = "FILE")]
+    machine_file: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -231,6 +236,46 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Bench(BenchCmd::Sim(a)) => bench_sim(a),
         Cmd::Bench(BenchCmd::Migrate(a)) => bench_migrate(a),
         Cmd::Topo(a) => {
+            if let Some(path) = &a.machine_file {
+                let shown = path.display().to_string();
+                // `--machine` picks the loader by extension: any other name could not be used.
+                if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+                    bail!("--machine-file {shown}: the name must end in .toml, as `numalab sim --machine` takes machine files by their extension");
+                }
+                // Find out that the file cannot be written before reading anything; a file
+                // created only for the check is removed again, so a failure leaves nothing.
+                let existed = path.exists();
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(path)
+                    .with_context(|| format!("--machine-file {shown}: cannot write the file"))?;
+                let made = numalab_place::machine_file::machine_from_host(
+                    &numalab_linux::sysroot::SysRoot::host(),
+                );
+                let m = match made {
+                    Ok(m) => m,
+                    Err(e) => {
+                        if !existed {
+                            let _ = std::fs::remove_file(path);
+                        }
+                        return Err(e).context("cannot describe this host as a machine");
+                    }
+                };
+                std::fs::write(
+                    path,
+                    numalab_place::machine_file::machine_file_text(&m, &shown),
+                )
+                .with_context(|| format!("--machine-file {shown}: cannot write the file"))?;
+                println!(
+                    "wrote machine '{}' ({} nodes, {} CPUs) to {shown}; simulate it with: numalab sim --machine {shown} --workload ...",
+                    m.id,
+                    m.topology.num_nodes(),
+                    m.topology.num_cpus()
+                );
+                return Ok(());
+            }
             let t = topo::collect(&numalab_linux::sysroot::SysRoot::host())?;
             if a.json {
                 println!("{}", serde_json::to_string_pretty(&t)?);
@@ -297,13 +342,17 @@ fn memhog(a: MemhogArgs) -> Result<()> {
 fn bench_migrate(a: BenchMigrateArgs) -> Result<()> {
     use numalab_core::NodeId;
     output::check_writable(a.json.as_deref())?;
-    let size_bytes = numalab_workloads::spec::parse_size(&a.size)
-        .with_context(|| format!("--size '{}': expected bytes or a number with K, M or G", a.size))?
-        as usize;
+    let size_bytes = numalab_workloads::spec::parse_size(&a.size).with_context(|| {
+        format!(
+            "--size '{}': expected bytes or a number with K, M or G",
+            a.size
+        )
+    })? as usize;
     if a.batches.is_empty() || a.batches.contains(&0) {
         bail!("--batches: give page counts of at least 1, e.g. 1,16,256,4096");
     }
-    let online = numalab_linux::node::read_node_tree(&numalab_linux::sysroot::SysRoot::host())?.online;
+    let online =
+        numalab_linux::node::read_node_tree(&numalab_linux::sysroot::SysRoot::host())?.online;
     for n in [a.from, a.to] {
         if !online.contains(NodeId(n)) {
             bail!("node {n} does not exist (online nodes: {online})");
@@ -311,21 +360,47 @@ fn bench_migrate(a: BenchMigrateArgs) -> Result<()> {
     }
     let (from, to) = (NodeId(a.from), NodeId(a.to));
     let batches = numalab_place::bench::batches(from, to, size_bytes, &a.batches, a.repeat)?;
-    println!("move_pages, {} pages between nodes {} and {} (best of {}):", batches[0].pages, a.from, a.to, a.repeat);
-    println!("{:>12} {:>12} {:>14}", "batch pages", "pages/s", "cost vs largest");
+    println!(
+        "move_pages, {} base pages between nodes {} and {} (best of {}):",
+        batches[0].pages, a.from, a.to, a.repeat
+    );
+    println!(
+        "{:>12} {:>12} {:>14}",
+        "batch pages", "pages/s", "cost vs largest"
+    );
     for r in &batches {
-        println!("{:>12} {:>12.0} {:>13.2}x", r.batch_pages, r.pages_per_s, r.relative_cost);
+        println!(
+            "{:>12} {:>12.0} {:>13.2}x",
+            r.batch_pages, r.pages_per_s, r.relative_cost
+        );
     }
     let exe = std::env::current_exe().context("locating the numalab binary")?;
-    let tools = numalab_place::bench::tools(&exe, from, to, size_bytes)?;
-    println!("\nmoving a {} process from node {} to {} (wall time, process start included):", a.size, a.from, a.to);
-    println!("{:<34} {:>8} {:>10} {:>16}", "tool", "pages", "seconds", "vs migratepages");
+    let tools = numalab_place::bench::tools(&exe, from, to, size_bytes, a.repeat)?;
+    println!(
+        "\nmoving a {} process from node {} to {} (wall time with process start, best of {}):",
+        a.size, a.from, a.to, a.repeat
+    );
+    println!(
+        "{:<34} {:>8} {:>10} {:>16}",
+        "tool", "pages", "seconds", "vs migratepages"
+    );
     for r in &tools {
-        let rel = r.relative_to_migratepages.map_or("-".to_string(), |x| format!("{x:.2}x"));
-        println!("{:<34} {:>8} {:>10.3} {:>16}", r.tool, r.pages_moved, r.seconds, rel);
+        let rel = r
+            .relative_to_migratepages
+            .map_or("-".to_string(), |x| format!("{x:.2}x"));
+        println!(
+            "{:<34} {:>8} {:>10.3} {:>16}",
+            r.tool, r.pages_moved, r.seconds, rel
+        );
     }
     if let Some(p) = &a.json {
-        let all = numalab_place::bench::MigrateBench { from: a.from, to: a.to, size_bytes, batches, tools };
+        let all = numalab_place::bench::MigrateBench {
+            from: a.from,
+            to: a.to,
+            size_bytes,
+            batches,
+            tools,
+        };
         std::fs::write(p, serde_json::to_string_pretty(&all)?)?;
     }
     Ok(())

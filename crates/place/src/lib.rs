@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod exec;
 pub mod launch;
+pub mod machine_file;
 pub mod memhog;
 pub mod migrate;
 pub mod migrate_plan;

@@ -58,12 +58,18 @@ fn placement(pages: &[usize]) -> Result<(BTreeMap<u16, u64>, u64), numalab_linux
 
 /// Announce the buffer on stdout before holding, so a test or a user can target it with
 /// `numalab migrate --pid PID --range START-END`.
-pub fn run(opts: &MemhogOptions, announce: impl FnOnce(u64, u64)) -> Result<MemhogReport, numalab_linux::Error> {
+pub fn run(
+    opts: &MemhogOptions,
+    announce: impl FnOnce(u64, u64),
+) -> Result<MemhogReport, numalab_linux::Error> {
     let words = opts.size_bytes.div_ceil(8).max(PAGE_BYTES / 8);
     let mut buf: Vec<u64> = (0..words).map(|i| word(i, 0)).collect();
     let start = buf.as_ptr() as u64;
     let end = start + (words * 8) as u64;
-    let pages: Vec<usize> = (0..words * 8).step_by(PAGE_BYTES).map(|o| start as usize + o).collect();
+    let pages: Vec<usize> = (0..words * 8)
+        .step_by(PAGE_BYTES)
+        .map(|o| start as usize + o)
+        .collect();
     let (after_touch, _) = placement(&pages)?;
     announce(start, end);
 
@@ -139,8 +145,15 @@ mod tests {
         let r = run(&opts, |s, e| announced = Some((s, e))).unwrap();
         assert_eq!(announced, Some((r.start, r.end)));
         assert_eq!(r.pages, 1024);
-        assert_eq!(r.nodes_after_touch.values().sum::<u64>(), 1024, "every page present after the touch");
-        assert_eq!(r.nodes_at_end.values().sum::<u64>() + r.not_present_at_end, 1024);
+        assert_eq!(
+            r.nodes_after_touch.values().sum::<u64>(),
+            1024,
+            "every page present after the touch"
+        );
+        assert_eq!(
+            r.nodes_at_end.values().sum::<u64>() + r.not_present_at_end,
+            1024
+        );
         assert!(r.passes >= 1);
         assert_eq!(r.corrupt_words, 0);
     }
