@@ -1,0 +1,122 @@
+//! `numalab run` on the host (one node): what works anywhere. Multi-node placement is in
+//! vm_cli.rs, run inside the test VM.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn numalab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_numalab"))
+}
+
+fn preload_beside_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_numalab")).with_file_name("libnumalab_nexttouch.so")
+}
+
+#[test]
+fn next_touch_preloads_the_library_into_the_child_only() {
+    let lib = preload_beside_binary();
+    if !lib.exists() {
+        // `cargo test -p numalab` alone does not build the cdylib; the workspace run does.
+        eprintln!(
+            "skipped: {} not built (run cargo test --workspace)",
+            lib.display()
+        );
+        return;
+    }
+    let out = numalab()
+        .args([
+            "run",
+            "--next-touch",
+            "--",
+            "sh",
+            "-c",
+            "echo \"$LD_PRELOAD|$NUMALAB_NEXT_TOUCH\"; exit 3",
+        ])
+        .env_remove("NUMALAB_NEXT_TOUCH")
+        .output()
+        .unwrap();
+    // The child ran with the library loaded (its constructor ran in sh) and its status is ours.
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let (preload, flag) = line.split_once('|').unwrap();
+    assert!(preload.starts_with(lib.to_str().unwrap()), "{line}");
+    assert_eq!(flag, "1");
+}
+
+#[test]
+fn next_touch_without_the_library_fails_before_running_anything() {
+    let marker = std::env::temp_dir().join(format!("numalab-nt-{}", std::process::id()));
+    let out = numalab()
+        .args(["run", "--next-touch", "--", "touch"])
+        .arg(&marker)
+        .env(
+            "NUMALAB_NEXT_TOUCH_LIB",
+            "/nonexistent/libnumalab_nexttouch.so",
+        )
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("needs the preload library /nonexistent/libnumalab_nexttouch.so"),
+        "{err}"
+    );
+    assert!(!marker.exists());
+}
+
+#[test]
+fn single_node_runs_and_errors() {
+    let out = numalab()
+        .args([
+            "run",
+            "--membind=0",
+            "--physcpubind=0",
+            "--",
+            "sh",
+            "-c",
+            "exit 5",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(5));
+    let out = numalab()
+        .args(["run", "--membind=9", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("node 9 does not exist"));
+    let out = numalab().args(["run", "--interleave=0"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no command given"));
+    let out = numalab()
+        .args(["run", "--", "/no/such/program"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127));
+    let out = numalab().args(["run", "--show"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("policy: default\n") && text.contains("membind: 0"),
+        "{text}"
+    );
+}
+
+#[test]
+fn topo_prints_numactl_layout_and_json() {
+    let out = numalab().arg("topo").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(
+        text.starts_with("available: ")
+            && text.contains("node 0 cpus:")
+            && text.contains("node distances:"),
+        "{text}"
+    );
+    let out = numalab().args(["topo", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!v["nodes"]["nodes"].as_array().unwrap().is_empty());
+}
