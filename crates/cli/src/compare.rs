@@ -220,6 +220,14 @@ pub fn sim(args: SimArgs) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     output::check_writable(args.json.as_deref())?;
     output::check_writable(args.csv.as_deref())?;
+    let sample_paths: Vec<std::path::PathBuf> = match &args.samples_out {
+        None => Vec::new(),
+        Some(p) if specs.len() == 1 => vec![p.clone()],
+        Some(p) => (1..=specs.len()).map(|i| numbered(p, i)).collect(),
+    };
+    for p in &sample_paths {
+        output::check_writable(Some(p))?;
+    }
 
     let multi = MultiProgress::new();
     if args.quiet {
@@ -285,6 +293,48 @@ pub fn sim(args: SimArgs) -> Result<()> {
         output::write_csv(p, &results)?;
         eprintln!("wrote {}", p.display());
     }
+    for ((p, r), spec) in sample_paths.iter().zip(&results).zip(&specs) {
+        write_samples(p, r, spec, args.sample_period)?;
+        eprintln!("wrote {} ({} samples)", p.display(), r.samples.len());
+    }
+    Ok(())
+}
+
+/// `out.arrows` -> `out-2.arrows`.
+fn numbered(p: &std::path::Path, i: usize) -> std::path::PathBuf {
+    let stem = p
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = match p.extension() {
+        Some(e) => format!("{stem}-{i}.{}", e.to_string_lossy()),
+        None => format!("{stem}-{i}"),
+    };
+    p.with_file_name(name)
+}
+
+fn write_samples(
+    p: &std::path::Path,
+    r: &SimResult,
+    spec: &RunSpec,
+    sample_period: u64,
+) -> Result<()> {
+    let meta = numalab_analyze::record::FileMeta {
+        machine: r.machine.clone(),
+        workload: r.workload.clone(),
+        origin: "sim".into(),
+        sample_period,
+        page_size: Some(numalab_core::PageSize::Base4K),
+        nodes: spec.machine.topology.nodes.len() as u16,
+        topology: Some(spec.machine.topology.clone()),
+        events: vec!["memory-reference".into()],
+        mappings: Vec::new(),
+    };
+    let mut w = numalab_analyze::SampleWriter::create(p, &meta, Default::default())?;
+    for s in &r.samples {
+        w.push_sample(s)?;
+    }
+    w.finish()?;
     Ok(())
 }
 

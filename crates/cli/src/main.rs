@@ -1,5 +1,6 @@
 //! The `numalab` binary: a thin layer over the library crates.
 
+mod analyze;
 mod compare;
 mod migrate;
 mod output;
@@ -39,6 +40,9 @@ enum Cmd {
     Run(run::RunArgs),
     /// Move pages of a running process to other nodes.
     Migrate(migrate::MigrateArgs),
+    /// Analyse memory-access samples (perf.data or numalab's own): LAR, imbalance, hot and
+    /// shared pages, huge-page false sharing, what-if estimates per policy.
+    Analyze(analyze::AnalyzeArgs),
     /// Allocate and touch memory, report where its pages are, optionally keep rewriting it
     /// (for a migration to run under) and verify every word at the end.
     Memhog(MemhogArgs),
@@ -179,6 +183,10 @@ pub struct SimArgs {
     /// Write one CSV row of metrics per configuration.
     #[arg(long)]
     pub csv: Option<PathBuf>,
+    /// Write the sampler's memory-access samples (Arrow IPC stream, for `numalab analyze` or
+    /// pandas/polars); with several configurations, FILE-1.arrows, FILE-2.arrows, ...
+    #[arg(long, value_name = "FILE")]
+    pub samples_out: Option<PathBuf>,
     /// Epoch length in simulated microseconds.
     #[arg(long, default_value_t = 20.0)]
     pub epoch_us: f64,
@@ -269,9 +277,10 @@ fn run(cli: Cli) -> Result<()> {
                 )
                 .with_context(|| format!("--machine-file {shown}: cannot write the file"))?;
                 println!(
-                    "wrote machine '{}' ({} nodes, {} CPUs) to {shown}; simulate it with: numalab sim --machine {shown} --workload ...",
+                    "wrote machine '{}' ({} node{}, {} CPUs) to {shown}; simulate it with: numalab sim --machine {shown} --workload ...",
                     m.id,
                     m.topology.num_nodes(),
+                    if m.topology.num_nodes() == 1 { "" } else { "s" },
                     m.topology.num_cpus()
                 );
                 return Ok(());
@@ -291,6 +300,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Migrate(a) => migrate::run(a),
         Cmd::Memhog(a) => memhog(a),
+        Cmd::Analyze(a) => analyze::run(a),
     }
 }
 

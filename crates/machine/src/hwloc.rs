@@ -31,6 +31,11 @@
 //! Everything else (core clock, concurrency, TLBs, latencies and bandwidths without memory
 //! attributes, curves, OS costs) comes from [`HwlocDefaults`]: documented estimates, to be
 //! replaced by calibration (reference/machines.md §7) through a TOML override file.
+//!
+//! The import has two halves: [`parse_str`] reads the XML into a [`ParsedTopology`] (PUs, cores,
+//! packages, nodes, caches, distances, memory attributes, allowed sets), and
+//! [`import_parsed`] builds the machine from it. Other sources fill a [`ParsedTopology`] and get
+//! the same machine-building rules: `numalab_place::machine_file` does so from the kernel's sysfs.
 
 use crate::{
     CacheGeom, CoreParams, Curve, Link, Machine, MachineError, NodeHw, OsCosts, TlbConfig, TlbPool,
@@ -169,7 +174,7 @@ pub struct Imported {
 /// the result.
 pub fn import_file(path: &Path, defaults: &HwlocDefaults) -> Result<Machine, MachineError> {
     let origin = path.display().to_string();
-    finish(import_detailed(path, defaults)?, &origin)
+    finish(import_detailed(path, defaults)?, &origin, XML_LINK_ADVICE)
 }
 
 /// Import XML text; `origin` names it in errors, `id` becomes the machine id.
@@ -179,17 +184,39 @@ pub fn import_str(
     id: &str,
     defaults: &HwlocDefaults,
 ) -> Result<Machine, MachineError> {
-    finish(import_str_detailed(xml, origin, id, defaults)?, origin)
+    finish(
+        import_str_detailed(xml, origin, id, defaults)?,
+        origin,
+        XML_LINK_ADVICE,
+    )
 }
 
-fn finish(imp: Imported, origin: &str) -> Result<Machine, MachineError> {
+/// Make a machine of a parsed topology from any source (see [`import_parsed_detailed`]) and
+/// validate it. Links the distances do not determine are refused with `link_advice` (what the
+/// user can do about it, for this source) appended to the problem.
+pub fn import_parsed(
+    topology: &ParsedTopology,
+    origin: &str,
+    id: &str,
+    defaults: &HwlocDefaults,
+    link_advice: &str,
+) -> Result<Machine, MachineError> {
+    finish(
+        import_parsed_detailed(topology, origin, id, defaults)?,
+        origin,
+        link_advice,
+    )
+}
+
+const XML_LINK_ADVICE: &str =
+    "Write the links by hand: a TOML machine file with hwloc = \"<this file>\", \
+     replace_links = true and one [[link]] table per link (docs/machine-format.md)";
+
+fn finish(imp: Imported, origin: &str, link_advice: &str) -> Result<Machine, MachineError> {
     if let Some(problem) = imp.link_problem {
         return Err(MachineError::Hwloc {
             origin: origin.to_string(),
-            problem: format!(
-                "{problem}. Write the links by hand: a TOML machine file with hwloc = \"<this file>\", \
-                 replace_links = true and one [[link]] table per link (docs/machine-format.md)"
-            ),
+            problem: format!("{problem}. {link_advice}"),
         });
     }
     imp.machine.validate().map_err(|e| match e {
@@ -282,48 +309,106 @@ impl Bitmap {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The objects the import needs
+// The parsed topology: what the import needs, from any source
 // ---------------------------------------------------------------------------------------------
 
-#[derive(Clone, Debug)]
-struct NumaObj {
-    os_index: u32,
-    gp_index: Option<u64>,
-    /// Locality: the PUs this memory is local to (hwloc's cpuset of the node).
-    cpuset: BTreeSet<u32>,
-    mem_bytes: Option<u64>,
+/// One NUMA node of a [`ParsedTopology`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ParsedNode {
+    /// The OS's number for the node (hwloc `os_index`, Linux `nodeN`).
+    pub os_index: u32,
+    /// Locality: the PUs this memory is local to (hwloc's cpuset of the node; the kernel's
+    /// `cpulist`, empty for a CPU-less node).
+    pub cpuset: BTreeSet<u32>,
+    /// Memory of the node, bytes; None: unknown ([`HwlocDefaults::mem_bytes_when_missing`]).
+    pub mem_bytes: Option<u64>,
     /// hwloc's subtype (`MCDRAM`, `HBM`, `NVM`, `SPM`, `CXL-DRAM`, ...): memory that Linux
     /// gives no CPUs even where hwloc records a locality.
-    subtype: Option<String>,
+    pub subtype: Option<String>,
 }
 
-#[derive(Clone, Debug)]
-struct CacheObj {
-    level: u32,
-    bytes: u64,
-    /// −1 fully associative, 0 unknown.
-    associativity: i64,
-    cpuset: BTreeSet<u32>,
+/// One data or unified cache of a [`ParsedTopology`] (instruction caches are left out).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ParsedCache {
+    /// 1 for L1, 2 for L2, ...
+    pub level: u32,
+    /// Size, bytes.
+    pub bytes: u64,
+    /// Ways; −1 fully associative, 0 unknown ([`HwlocDefaults::cache_ways_when_unknown`]).
+    pub associativity: i64,
+    /// The PUs sharing this cache.
+    pub cpuset: BTreeSet<u32>,
 }
 
-struct Scan {
-    version: String,
-    pus: BTreeSet<u32>,
-    cores: Vec<BTreeSet<u32>>,
-    packages: Vec<BTreeSet<u32>>,
-    numa: Vec<NumaObj>,
-    caches: Vec<CacheObj>,
-    /// gp_index → cpuset, for memory-attribute initiators given as objects.
-    gp_cpusets: HashMap<u64, BTreeSet<u32>>,
-    allowed_cpus: Option<Bitmap>,
-    allowed_nodes: Option<Bitmap>,
-    machine_mem: Option<u64>,
-    cpu_model: Option<String>,
-    /// hwloc 1.x distance blocks: (latency_base, nbobjs, values).
-    v1_distances: Vec<(f64, usize, Vec<f64>)>,
+/// A NUMA distance matrix (SLIT-like: 10 = local) of a [`ParsedTopology`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ParsedDistances {
+    /// Where it came from, for notes (`NUMALatency`, `SLIT`).
+    pub name: String,
+    /// For each entry of [`ParsedTopology::numa`], its row and column in `matrix` (None: the
+    /// matrix does not cover it, and is then ignored if the node is kept).
+    pub position: Vec<Option<usize>>,
+    /// Square matrix, row = from, column = to.
+    pub matrix: Vec<Vec<u32>>,
+}
+
+/// One memory attribute (a latency in ns or a bandwidth in MiB/s) per (initiator, target).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ParsedMemAttr {
+    /// Its name, for notes (`Latency`, `ReadBandwidth`, ...).
+    pub name: String,
+    pub values: Vec<ParsedMemAttrValue>,
+}
+
+/// One value of a [`ParsedMemAttr`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ParsedMemAttrValue {
+    /// The PUs the value holds for (None: any initiator). It applies to a CPU node when it
+    /// contains that node's CPUs or lies within them; the most specific initiator wins.
+    pub initiator: Option<BTreeSet<u32>>,
+    /// The target node: an index into [`ParsedTopology::numa`].
+    pub target: usize,
+    /// ns for a latency, MiB/s for a bandwidth.
+    pub value: f64,
+}
+
+/// A topology as the import needs it, whatever its source: an hwloc XML file
+/// ([`parse_str`]) or the kernel's sysfs (`numalab_place::machine_file`). [`import_parsed`]
+/// turns it into a machine with [`HwlocDefaults`] for everything it does not give.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ParsedTopology {
+    /// How the description names the source, after "imported from" / "read from":
+    /// `hwloc XML lstopo.xml (format 2.0)`.
+    pub imported_from: String,
+    /// The machine's `source` (where the figures come from).
+    pub source: String,
+    /// Every logical CPU (PU) by OS number.
+    pub pus: BTreeSet<u32>,
+    /// The PUs of each core (empty: every PU is a core).
+    pub cores: Vec<BTreeSet<u32>>,
+    /// The PUs of each package (socket); only counted for the description.
+    pub packages: Vec<BTreeSet<u32>>,
+    /// NUMA nodes, in any order (the import sorts them by OS index). Empty: one node holds
+    /// every PU.
+    pub numa: Vec<ParsedNode>,
+    pub caches: Vec<ParsedCache>,
+    /// PUs allowed to run (None: all); the others are left out.
+    pub allowed_pus: Option<BTreeSet<u32>>,
+    /// NUMA nodes (OS numbers) allowed to hold memory (None: all); the others are left out.
+    pub allowed_nodes: Option<BTreeSet<u32>>,
+    /// Memory of the whole machine, bytes: used when there are no NUMA nodes.
+    pub machine_mem: Option<u64>,
+    pub cpu_model: Option<String>,
+    pub distances: Option<ParsedDistances>,
+    /// Latencies, ns (hwloc `Latency`, else `ReadLatency`).
+    pub latency: Option<ParsedMemAttr>,
+    /// Bandwidths, MiB/s (hwloc `Bandwidth`, else `ReadBandwidth`).
+    pub bandwidth: Option<ParsedMemAttr>,
     /// Memory devices that are not NUMA nodes (CXL memory devices, DAX regions): "name (kind,
     /// size)". Linux only makes them nodes once onlined (`daxctl reconfigure-device`).
-    memory_devices: Vec<String>,
+    pub memory_devices: Vec<String>,
+    /// What the source's reader assumed or left out; the import's own notes follow.
+    pub notes: Vec<String>,
 }
 
 fn attr_u64(n: &roxmltree::Node, name: &str) -> Option<u64> {
@@ -356,7 +441,21 @@ fn describe(n: &roxmltree::Node) -> String {
     }
 }
 
-fn scan(doc: &roxmltree::Document, origin: &str) -> Result<Scan, MachineError> {
+/// Parse `lstopo --of xml` text into a [`ParsedTopology`]; `origin` names it in errors.
+pub fn parse_str(xml: &str, origin: &str) -> Result<ParsedTopology, MachineError> {
+    let opts = roxmltree::ParsingOptions {
+        allow_dtd: true,
+        ..Default::default()
+    };
+    let doc =
+        roxmltree::Document::parse_with_options(xml, opts).map_err(|e| MachineError::Parse {
+            origin: origin.to_string(),
+            message: format!("not well-formed XML: {e}"),
+        })?;
+    parse_doc(&doc, origin)
+}
+
+fn parse_doc(doc: &roxmltree::Document, origin: &str) -> Result<ParsedTopology, MachineError> {
     let hw = |problem: String| MachineError::Hwloc {
         origin: origin.to_string(),
         problem,
@@ -368,27 +467,28 @@ fn scan(doc: &roxmltree::Document, origin: &str) -> Result<Scan, MachineError> {
             root.tag_name().name()
         )));
     }
-    let mut s = Scan {
-        version: root.attribute("version").unwrap_or("1.x").to_string(),
-        pus: BTreeSet::new(),
-        cores: Vec::new(),
-        packages: Vec::new(),
-        numa: Vec::new(),
-        caches: Vec::new(),
-        gp_cpusets: HashMap::new(),
-        allowed_cpus: None,
-        allowed_nodes: None,
-        machine_mem: None,
-        cpu_model: None,
-        v1_distances: Vec::new(),
-        memory_devices: Vec::new(),
+    let version = root.attribute("version").unwrap_or("1.x").to_string();
+    let mut t = ParsedTopology {
+        imported_from: format!("hwloc XML {origin} (format {version})"),
+        source: format!(
+            "hwloc XML {origin}; figures hwloc does not give are numalab::machine::HwlocDefaults (E, docs/machine-format.md)"
+        ),
+        ..Default::default()
     };
+    // XML-only bookkeeping: gp_index of each NUMA node (distances and memory attributes may
+    // name nodes by it) and of every object with a cpuset (memory-attribute initiators).
+    let mut numa_gp: Vec<Option<u64>> = Vec::new();
+    let mut gp_cpusets: HashMap<u64, BTreeSet<u32>> = HashMap::new();
+    let mut allowed_cpus: Option<Bitmap> = None;
+    let mut allowed_nodes: Option<Bitmap> = None;
+    // hwloc 1.x distance blocks: (latency_base, nbobjs, values).
+    let mut v1_distances: Vec<(f64, usize, Vec<f64>)> = Vec::new();
     let mut saw_machine = false;
     for n in root.descendants().filter(|n| n.is_element()) {
         match n.tag_name().name() {
             "object" => {}
-            "info" if s.cpu_model.is_none() && n.attribute("name") == Some("CPUModel") => {
-                s.cpu_model = n.attribute("value").map(|v| v.trim().to_string());
+            "info" if t.cpu_model.is_none() && n.attribute("name") == Some("CPUModel") => {
+                t.cpu_model = n.attribute("value").map(|v| v.trim().to_string());
                 continue;
             }
             "distances" => {
@@ -402,7 +502,7 @@ fn scan(doc: &roxmltree::Document, origin: &str) -> Result<Scan, MachineError> {
                     .filter(|c| c.has_tag_name("latency"))
                     .filter_map(|c| c.attribute("value").and_then(|v| v.parse().ok()))
                     .collect();
-                s.v1_distances.push((base, nb, vals));
+                v1_distances.push((base, nb, vals));
                 continue;
             }
             _ => continue,
@@ -410,7 +510,7 @@ fn scan(doc: &roxmltree::Document, origin: &str) -> Result<Scan, MachineError> {
         let ty = n.attribute("type").unwrap_or("");
         let cpuset = cpuset_of(&n, origin)?;
         if let (Some(gp), Some(cs)) = (attr_u64(&n, "gp_index"), &cpuset) {
-            s.gp_cpusets.insert(gp, cs.clone());
+            gp_cpusets.insert(gp, cs.clone());
         }
         let os_index = || {
             n.attribute("os_index")
@@ -426,15 +526,15 @@ fn scan(doc: &roxmltree::Document, origin: &str) -> Result<Scan, MachineError> {
                         .transpose()
                         .map_err(|e| hw(format!("Machine object: {e}")))
                 };
-                s.allowed_cpus = bm("allowed_cpuset")?;
-                s.allowed_nodes = bm("allowed_nodeset")?;
-                s.machine_mem = attr_u64(&n, "local_memory");
+                allowed_cpus = bm("allowed_cpuset")?;
+                allowed_nodes = bm("allowed_nodeset")?;
+                t.machine_mem = attr_u64(&n, "local_memory");
             }
             "PU" => {
-                s.pus.insert(os_index()?);
+                t.pus.insert(os_index()?);
             }
-            "Core" => s.cores.push(cpuset.unwrap_or_default()),
-            "Package" | "Socket" => s.packages.push(cpuset.unwrap_or_default()),
+            "Core" => t.cores.push(cpuset.unwrap_or_default()),
+            "Package" | "Socket" => t.packages.push(cpuset.unwrap_or_default()),
             "NUMANode" => {
                 // hwloc 2 puts the locality on the node; hwloc 1 files always have it too, but
                 // fall back to the parent's cpuset if a hand-edited file lacks it.
@@ -445,13 +545,13 @@ fn scan(doc: &roxmltree::Document, origin: &str) -> Result<Scan, MachineError> {
                         None => BTreeSet::new(),
                     },
                 };
-                s.numa.push(NumaObj {
+                t.numa.push(ParsedNode {
                     os_index: os_index()?,
-                    gp_index: attr_u64(&n, "gp_index"),
                     cpuset: cs,
                     mem_bytes: attr_u64(&n, "local_memory"),
                     subtype: n.attribute("subtype").map(str::to_string),
                 });
+                numa_gp.push(attr_u64(&n, "gp_index"));
             }
             "OSDev" => {
                 let name = n.attribute("name").unwrap_or("?");
@@ -472,27 +572,27 @@ fn scan(doc: &roxmltree::Document, origin: &str) -> Result<Scan, MachineError> {
                             ))
                         })
                         .collect();
-                    s.memory_devices.push(format!(
+                    t.memory_devices.push(format!(
                         "{name} ({subtype}{}{})",
                         if sizes.is_empty() { "" } else { ", " },
                         sizes.join(", ")
                     ));
                 }
             }
-            t if t.ends_with("Cache") => {
+            ty if ty.ends_with("Cache") => {
                 // Level: the `depth` attribute (hwloc 1 "Cache" objects and hwloc 2 alike),
                 // else the type name (L2Cache, L3Cache). Instruction caches are skipped.
                 let level = attr_u64(&n, "depth").map(|d| d as u32).or_else(|| {
-                    t.strip_prefix('L').and_then(|r| {
+                    ty.strip_prefix('L').and_then(|r| {
                         r.trim_end_matches("Cache")
                             .trim_end_matches('i')
                             .parse()
                             .ok()
                     })
                 });
-                let instruction = n.attribute("cache_type") == Some("2") || t.ends_with("iCache");
+                let instruction = n.attribute("cache_type") == Some("2") || ty.ends_with("iCache");
                 if let (Some(level), false) = (level, instruction) {
-                    s.caches.push(CacheObj {
+                    t.caches.push(ParsedCache {
                         level,
                         bytes: attr_u64(&n, "cache_size").unwrap_or(0),
                         associativity: n
@@ -506,27 +606,61 @@ fn scan(doc: &roxmltree::Document, origin: &str) -> Result<Scan, MachineError> {
             _ => {}
         }
     }
-    if s.pus.is_empty() {
+    if t.pus.is_empty() {
         return Err(hw(
             "the file has no PU objects (logical CPUs); expected the output of `lstopo --of xml` for a whole machine".to_string(),
         ));
     }
-    Ok(s)
+    // The allowed sets only ever decide about the file's own PUs and nodes, so they are kept as
+    // those (an `0xf...f` bitmap is infinite).
+    t.allowed_pus =
+        allowed_cpus.map(|a| t.pus.iter().copied().filter(|&p| a.contains(p)).collect());
+    t.allowed_nodes = allowed_nodes.map(|a| {
+        t.numa
+            .iter()
+            .map(|o| o.os_index)
+            .filter(|&i| a.contains(i))
+            .collect()
+    });
+    if !t.numa.is_empty() {
+        t.distances = xml_distances(doc, &t.numa, &numa_gp, &v1_distances, origin, &mut t.notes)?;
+    }
+    let gp_to_numa: HashMap<u64, usize> = numa_gp
+        .iter()
+        .enumerate()
+        .filter_map(|(i, g)| g.map(|g| (g, i)))
+        .collect();
+    t.latency = xml_memattr(
+        doc,
+        &["Latency", "ReadLatency"],
+        &gp_to_numa,
+        &gp_cpusets,
+        origin,
+    )?;
+    t.bandwidth = xml_memattr(
+        doc,
+        &["Bandwidth", "ReadBandwidth"],
+        &gp_to_numa,
+        &gp_cpusets,
+        origin,
+    )?;
+    Ok(t)
 }
 
 // ---------------------------------------------------------------------------------------------
-// Distances and memory attributes
+// Distances and memory attributes of an XML file
 // ---------------------------------------------------------------------------------------------
 
-/// The NUMA latency matrix of the file over `kept` NUMA objects (by position in `scan.numa`),
-/// or None with a note.
-fn distance_matrix(
+/// The NUMA latency matrix of the file, or None (with a note where hwloc 1.x blocks exist but
+/// none covers the nodes).
+fn xml_distances(
     doc: &roxmltree::Document,
-    s: &Scan,
-    kept: &[usize],
+    numa: &[ParsedNode],
+    numa_gp: &[Option<u64>],
+    v1_distances: &[(f64, usize, Vec<f64>)],
     origin: &str,
     notes: &mut Vec<String>,
-) -> Result<Option<Vec<Vec<u32>>>, MachineError> {
+) -> Result<Option<ParsedDistances>, MachineError> {
     let hw = |problem: String| MachineError::Hwloc {
         origin: origin.to_string(),
         problem,
@@ -575,36 +709,35 @@ fn distance_matrix(
             )));
         }
         let by_gp = b.attribute("indexing") == Some("gp");
-        let pos_of = |o: &NumaObj| {
-            let key = if by_gp {
-                o.gp_index
-            } else {
-                Some(u64::from(o.os_index))
-            };
-            key.and_then(|k| indexes.iter().position(|&i| i == k))
-        };
-        let pos: Option<Vec<usize>> = kept.iter().map(|&k| pos_of(&s.numa[k])).collect();
-        let Some(pos) = pos else {
-            notes.push(format!(
-                "the distance matrix '{name}' does not cover every allowed node: ignored"
-            ));
-            return Ok(None);
-        };
-        let m = pos
+        let position = numa
             .iter()
-            .map(|&i| {
-                pos.iter()
-                    .map(|&j| u32::try_from(values[i * nb + j]).unwrap_or(u32::MAX))
+            .zip(numa_gp)
+            .map(|(o, gp)| {
+                let key = if by_gp {
+                    *gp
+                } else {
+                    Some(u64::from(o.os_index))
+                };
+                key.and_then(|k| indexes.iter().position(|&i| i == k))
+            })
+            .collect();
+        let matrix = (0..nb)
+            .map(|i| {
+                (0..nb)
+                    .map(|j| u32::try_from(values[i * nb + j]).unwrap_or(u32::MAX))
                     .collect()
             })
             .collect();
-        return Ok(Some(m));
+        return Ok(Some(ParsedDistances {
+            name: name.to_string(),
+            position,
+            matrix,
+        }));
     }
     // hwloc 1.x: normalised latencies × latency_base, over all NUMA nodes in document order.
-    if let Some((base, nb, vals)) = s
-        .v1_distances
+    if let Some((base, nb, vals)) = v1_distances
         .iter()
-        .find(|(_, nb, _)| *nb == s.numa.len() && *nb > 0)
+        .find(|(_, nb, _)| *nb == numa.len() && *nb > 0)
     {
         if vals.len() != nb * nb {
             return Err(hw(format!(
@@ -613,35 +746,39 @@ fn distance_matrix(
                 nb * nb
             )));
         }
-        let m = kept
-            .iter()
-            .map(|&i| {
-                kept.iter()
-                    .map(|&j| (vals[i * nb + j] * base).round() as u32)
+        let matrix = (0..*nb)
+            .map(|i| {
+                (0..*nb)
+                    .map(|j| (vals[i * nb + j] * base).round() as u32)
                     .collect()
             })
             .collect();
-        return Ok(Some(m));
+        return Ok(Some(ParsedDistances {
+            name: "hwloc 1.x latencies".to_string(),
+            position: (0..*nb).map(Some).collect(),
+            matrix,
+        }));
     }
-    if !s.v1_distances.is_empty() {
+    if !v1_distances.is_empty() {
         notes
             .push("the hwloc 1.x distance blocks do not cover the NUMA nodes: ignored".to_string());
     }
     Ok(None)
 }
 
-/// Values of one memory attribute: (initiator node, target node) → value, both dense ids.
-type PairValues = HashMap<(usize, usize), f64>;
-
-/// Read memory attributes `names` (the first one present wins) for the kept nodes.
-fn memattr(
+/// Read memory attribute `names` (the first one present wins); values whose target is not a
+/// NUMA node of the file, or whose initiator object the file lacks, are skipped.
+fn xml_memattr(
     doc: &roxmltree::Document,
-    s: &Scan,
     names: &[&str],
-    gp_to_node: &HashMap<u64, usize>,
-    node_cpus: &[BTreeSet<u32>],
+    gp_to_numa: &HashMap<u64, usize>,
+    gp_cpusets: &HashMap<u64, BTreeSet<u32>>,
     origin: &str,
-) -> Result<(Option<String>, PairValues), MachineError> {
+) -> Result<Option<ParsedMemAttr>, MachineError> {
+    let hw = |problem: String| MachineError::Hwloc {
+        origin: origin.to_string(),
+        problem,
+    };
     for name in names {
         let Some(attr) = doc
             .root_element()
@@ -650,8 +787,10 @@ fn memattr(
         else {
             continue;
         };
-        // For each pair keep the value of the most specific initiator (fewest PUs).
-        let mut best: HashMap<(usize, usize), (usize, f64)> = HashMap::new();
+        let mut out = ParsedMemAttr {
+            name: name.to_string(),
+            values: Vec::new(),
+        };
         for v in attr.children().filter(|c| c.has_tag_name("memattr_value")) {
             if v.attribute("target_obj_type")
                 .is_some_and(|t| t != "NUMANode")
@@ -659,59 +798,121 @@ fn memattr(
                 continue;
             }
             let Some(target) =
-                attr_u64(&v, "target_obj_gp_index").and_then(|g| gp_to_node.get(&g).copied())
+                attr_u64(&v, "target_obj_gp_index").and_then(|g| gp_to_numa.get(&g).copied())
             else {
                 continue;
             };
             let Some(value) = v.attribute("value").and_then(|x| x.parse::<f64>().ok()) else {
-                return Err(MachineError::Hwloc {
-                    origin: origin.to_string(),
-                    problem: format!("memattr '{name}': a memattr_value without a numeric value"),
-                });
+                return Err(hw(format!(
+                    "memattr '{name}': a memattr_value without a numeric value"
+                )));
             };
             let initiator: Option<BTreeSet<u32>> = if let Some(cs) = v.attribute("initiator_cpuset")
             {
                 Some(
                     Bitmap::parse(cs)
-                        .map_err(|e| MachineError::Hwloc {
-                            origin: origin.to_string(),
-                            problem: format!("memattr '{name}': {e}"),
-                        })?
+                        .map_err(|e| hw(format!("memattr '{name}': {e}")))?
                         .bits,
                 )
             } else if let Some(gp) = attr_u64(&v, "initiator_obj_gp_index") {
-                match s.gp_cpusets.get(&gp) {
+                match gp_cpusets.get(&gp) {
                     Some(cs) => Some(cs.clone()),
                     None => continue, // an initiator object this file does not have
                 }
             } else {
                 None
             };
-            for (src, cpus) in node_cpus.iter().enumerate() {
-                if cpus.is_empty() {
-                    continue;
+            out.values.push(ParsedMemAttrValue {
+                initiator,
+                target,
+                value,
+            });
+        }
+        return Ok(Some(out));
+    }
+    Ok(None)
+}
+
+// ---------------------------------------------------------------------------------------------
+// From parsed figures to dense node ids
+// ---------------------------------------------------------------------------------------------
+
+/// The distance matrix over the `kept` NUMA entries (indexes into `t.numa`), or None with a
+/// note when it does not cover them all.
+fn kept_distances(
+    t: &ParsedTopology,
+    kept: &[usize],
+    origin: &str,
+    notes: &mut Vec<String>,
+) -> Result<Option<Vec<Vec<u32>>>, MachineError> {
+    let Some(d) = &t.distances else {
+        return Ok(None);
+    };
+    let size = d.matrix.len();
+    if d.matrix.iter().any(|row| row.len() != size) {
+        return Err(MachineError::Hwloc {
+            origin: origin.to_string(),
+            problem: format!("distance matrix '{}' is not square", d.name),
+        });
+    }
+    let pos: Option<Vec<usize>> = kept
+        .iter()
+        .map(|&k| d.position.get(k).copied().flatten().filter(|&p| p < size))
+        .collect();
+    let Some(pos) = pos else {
+        notes.push(format!(
+            "the distance matrix '{}' does not cover every allowed node: ignored",
+            d.name
+        ));
+        return Ok(None);
+    };
+    Ok(Some(
+        pos.iter()
+            .map(|&i| pos.iter().map(|&j| d.matrix[i][j]).collect())
+            .collect(),
+    ))
+}
+
+/// Values of one memory attribute: (initiator node, target node) → value, both dense ids.
+type PairValues = HashMap<(usize, usize), f64>;
+
+/// The values of `attr` per (CPU node, target node), dense ids; `dense_of` maps an index into
+/// `t.numa` to its dense id (kept nodes only).
+fn pair_values(
+    attr: Option<&ParsedMemAttr>,
+    dense_of: &HashMap<usize, usize>,
+    node_cpus: &[BTreeSet<u32>],
+) -> (Option<String>, PairValues) {
+    let Some(attr) = attr else {
+        return (None, HashMap::new());
+    };
+    // For each pair keep the value of the most specific initiator (fewest PUs).
+    let mut best: HashMap<(usize, usize), (usize, f64)> = HashMap::new();
+    for v in &attr.values {
+        let Some(&target) = dense_of.get(&v.target) else {
+            continue;
+        };
+        for (src, cpus) in node_cpus.iter().enumerate() {
+            if cpus.is_empty() {
+                continue;
+            }
+            let spec = match &v.initiator {
+                None => usize::MAX,
+                Some(i) if !i.is_disjoint(cpus) && (i.is_subset(cpus) || i.is_superset(cpus)) => {
+                    i.len()
                 }
-                let spec = match &initiator {
-                    None => usize::MAX,
-                    Some(i)
-                        if !i.is_disjoint(cpus) && (i.is_subset(cpus) || i.is_superset(cpus)) =>
-                    {
-                        i.len()
-                    }
-                    Some(_) => continue,
-                };
-                let e = best.entry((src, target)).or_insert((spec, value));
-                if spec < e.0 {
-                    *e = (spec, value);
-                }
+                Some(_) => continue,
+            };
+            let e = best.entry((src, target)).or_insert((spec, v.value));
+            if spec < e.0 {
+                *e = (spec, v.value);
             }
         }
-        return Ok((
-            Some(name.to_string()),
-            best.into_iter().map(|(k, (_, v))| (k, v)).collect(),
-        ));
     }
-    Ok((None, HashMap::new()))
+    (
+        Some(attr.name.clone()),
+        best.into_iter().map(|(k, (_, v))| (k, v)).collect(),
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -725,29 +926,37 @@ pub fn import_str_detailed(
     id: &str,
     d: &HwlocDefaults,
 ) -> Result<Imported, MachineError> {
+    import_parsed_detailed(&parse_str(xml, origin)?, origin, id, d)
+}
+
+/// Make a machine of a parsed topology from any source, with `d` for what it does not give,
+/// without refusing underivable links (see [`Imported::link_problem`]); `origin` names the
+/// source in errors, `id` becomes the machine id. Nothing is validated yet: see
+/// [`import_parsed`].
+pub fn import_parsed_detailed(
+    s: &ParsedTopology,
+    origin: &str,
+    id: &str,
+    d: &HwlocDefaults,
+) -> Result<Imported, MachineError> {
     let hw = |problem: String| MachineError::Hwloc {
         origin: origin.to_string(),
         problem,
     };
-    let opts = roxmltree::ParsingOptions {
-        allow_dtd: true,
-        ..Default::default()
-    };
-    let doc =
-        roxmltree::Document::parse_with_options(xml, opts).map_err(|e| MachineError::Parse {
-            origin: origin.to_string(),
-            message: format!("not well-formed XML: {e}"),
-        })?;
-    let s = scan(&doc, origin)?;
-    let mut notes = Vec::new();
+    if s.pus.is_empty() {
+        return Err(hw(
+            "no logical CPUs (PUs): a machine needs at least one".to_string()
+        ));
+    }
+    let mut notes = s.notes.clone();
 
     // Allowed PUs and nodes.
     let pus: BTreeSet<u32> = s
         .pus
         .iter()
         .copied()
-        .filter(|p| match &s.allowed_cpus {
-            Some(a) => a.contains(*p),
+        .filter(|p| match &s.allowed_pus {
+            Some(a) => a.contains(p),
             None => true,
         })
         .collect();
@@ -763,14 +972,14 @@ pub fn import_str_detailed(
             "no PU is allowed by the Machine object's allowed_cpuset".to_string(),
         ));
     }
-    let mut numa: Vec<(usize, &NumaObj)> = s.numa.iter().enumerate().collect();
+    let mut numa: Vec<(usize, &ParsedNode)> = s.numa.iter().enumerate().collect();
     numa.sort_by_key(|(_, o)| o.os_index);
     let disallowed_nodes: Vec<u32> = numa
         .iter()
         .filter(|(_, o)| {
             s.allowed_nodes
                 .as_ref()
-                .is_some_and(|a| !a.contains(o.os_index))
+                .is_some_and(|a| !a.contains(&o.os_index))
         })
         .map(|(_, o)| o.os_index)
         .collect();
@@ -868,7 +1077,7 @@ pub fn import_str_detailed(
     };
 
     // Caches.
-    let ways_of = |c: &CacheObj, bytes: u64| -> u32 {
+    let ways_of = |c: &ParsedCache, bytes: u64| -> u32 {
         match c.associativity {
             a if a < 0 => (bytes / 64).max(1) as u32,
             0 => d.cache_ways_when_unknown,
@@ -914,7 +1123,7 @@ pub fn import_str_detailed(
         ),
         None => {
             notes.push(
-                "no per-core L2 cache in the file: the default private cache is assumed"
+                "no per-core L2 cache in the topology: the default private cache is assumed"
                     .to_string(),
             );
             (d.private_cache.clone(), 1)
@@ -932,7 +1141,7 @@ pub fn import_str_detailed(
         } else {
             numa[i].1.cpuset.clone()
         };
-        let candidates: Vec<&CacheObj> = s
+        let candidates: Vec<&ParsedCache> = s
             .caches
             .iter()
             .filter(|c| c.level > private_level && c.bytes > 0 && !c.cpuset.is_disjoint(node_cpus))
@@ -967,7 +1176,7 @@ pub fn import_str_detailed(
     let matrix = if single {
         None
     } else {
-        distance_matrix(&doc, &s, &kept, origin, &mut notes)?
+        kept_distances(s, &kept, origin, &mut notes)?
     };
     let distances = match &matrix {
         Some(m) => m.clone(),
@@ -1103,30 +1312,16 @@ pub fn import_str_detailed(
     }
 
     // Memory attributes.
-    let gp_to_node: HashMap<u64, usize> = if single {
+    let dense_of: HashMap<usize, usize> = if single {
         HashMap::new()
     } else {
         numa.iter()
             .enumerate()
-            .filter_map(|(i, (_, o))| o.gp_index.map(|g| (g, i)))
+            .map(|(dense, (k, _))| (*k, dense))
             .collect()
     };
-    let (lat_name, lat) = memattr(
-        &doc,
-        &s,
-        &["Latency", "ReadLatency"],
-        &gp_to_node,
-        &cpus,
-        origin,
-    )?;
-    let (bw_name, bw_mibps) = memattr(
-        &doc,
-        &s,
-        &["Bandwidth", "ReadBandwidth"],
-        &gp_to_node,
-        &cpus,
-        origin,
-    )?;
+    let (lat_name, lat) = pair_values(s.latency.as_ref(), &dense_of, &cpus);
+    let (bw_name, bw_mibps) = pair_values(s.bandwidth.as_ref(), &dense_of, &cpus);
     let gbps = |mibps: f64| mibps * 1_048_576.0 / 1e9;
     if let Some(name) = &lat_name {
         notes.push(format!("latencies from the '{name}' memory attribute"));
@@ -1174,34 +1369,72 @@ pub fn import_str_detailed(
             idle[m] = d.idle_local_ns;
         }
     }
-    let links: Vec<Link> = pairs
+    // What the attributes give per link: (hop ns, GB/s per direction), None where they give
+    // nothing for either direction.
+    let attributed: Vec<(Option<f64>, Option<f64>)> = pairs
         .iter()
         .map(|&(a, b)| {
-            let memory_only = cpus[a].is_empty() || cpus[b].is_empty();
             let hops: Vec<f64> = [(a, b), (b, a)]
                 .iter()
                 .filter_map(|&(x, y)| lat.get(&(x, y)).map(|&l| (l - idle[y]).max(0.0)))
                 .collect();
-            let hop_ns = if hops.is_empty() {
-                if memory_only {
-                    d.memory_only_hop_ns
-                } else {
-                    d.hop_ns
-                }
-            } else {
-                hops.iter().sum::<f64>() / hops.len() as f64
-            };
+            let hop = (!hops.is_empty()).then(|| hops.iter().sum::<f64>() / hops.len() as f64);
             let gbps_per_dir = [(a, b), (b, a)]
                 .iter()
                 .filter_map(|k| bw_mibps.get(k).map(|&v| gbps(v)))
                 .fold(None, |acc: Option<f64>, v| {
                     Some(acc.map_or(v, |x| x.min(v)))
-                })
-                .unwrap_or(if memory_only {
-                    d.memory_only_link_gbps_per_dir
-                } else {
-                    d.link_gbps_per_dir
                 });
+            (hop, gbps_per_dir)
+        })
+        .collect();
+    // The CPU-less end of a link, if it has one.
+    let memory_end = |(a, b): (usize, usize)| {
+        if cpus[a].is_empty() {
+            Some(a)
+        } else if cpus[b].is_empty() {
+            Some(b)
+        } else {
+            None
+        }
+    };
+    // ACPI HMAT (the kernel's accessN classes, and hwloc's attributes taken from them) gives a
+    // memory node's figures only for its best initiators; the other CPU nodes linked to a
+    // CPU-less node are no faster, so their links take the slowest attributed link to that node
+    // rather than the default, which would make them faster than the best.
+    let slowest_to = |m: usize| -> (Option<f64>, Option<f64>) {
+        let mut hop: Option<f64> = None;
+        let mut bw: Option<f64> = None;
+        for (&p, &(h, g)) in pairs.iter().zip(&attributed) {
+            if memory_end(p) == Some(m) {
+                hop = h.map_or(hop, |h| Some(hop.map_or(h, |x| x.max(h))));
+                bw = g.map_or(bw, |g| Some(bw.map_or(g, |x| x.min(g))));
+            }
+        }
+        (hop, bw)
+    };
+    let mut filled: BTreeSet<u32> = BTreeSet::new();
+    let links: Vec<Link> = pairs
+        .iter()
+        .zip(&attributed)
+        .map(|(&(a, b), &(hop, bw))| {
+            let memory = memory_end((a, b));
+            let (fill_hop, fill_bw) = memory.map_or((None, None), slowest_to);
+            if let Some(m) = memory {
+                if (hop.is_none() && fill_hop.is_some()) || (bw.is_none() && fill_bw.is_some()) {
+                    filled.insert(numa[m].1.os_index);
+                }
+            }
+            let hop_ns = hop.or(fill_hop).unwrap_or(if memory.is_some() {
+                d.memory_only_hop_ns
+            } else {
+                d.hop_ns
+            });
+            let gbps_per_dir = bw.or(fill_bw).unwrap_or(if memory.is_some() {
+                d.memory_only_link_gbps_per_dir
+            } else {
+                d.link_gbps_per_dir
+            });
             Link {
                 a: NodeId(a as u16),
                 b: NodeId(b as u16),
@@ -1211,6 +1444,13 @@ pub fn import_str_detailed(
             }
         })
         .collect();
+    if !filled.is_empty() {
+        notes.push(format!(
+            "links to CPU-less nodes {} from CPU nodes the memory attributes do not name take the \
+             slowest named link to that node (the attributes give only the best initiators)",
+            list(&filled.iter().copied().collect::<Vec<_>>())
+        ));
+    }
 
     // Assemble.
     let identity = single
@@ -1260,9 +1500,12 @@ pub fn import_str_detailed(
         .filter(|p| !p.is_disjoint(&kept_pus))
         .count();
     let description = format!(
-        "{}imported from hwloc XML {origin} (format {}): {} NUMA node{}, {} package{}, {} cores, {} CPUs. Notes: {}",
-        s.cpu_model.as_ref().map(|m| format!("{m}, ")).unwrap_or_default(),
-        s.version,
+        "{}imported from {}: {} NUMA node{}, {} package{}, {} cores, {} CPUs. Notes: {}",
+        s.cpu_model
+            .as_ref()
+            .map(|m| format!("{m}, "))
+            .unwrap_or_default(),
+        s.imported_from,
         n,
         if n == 1 { "" } else { "s" },
         packages,
@@ -1278,9 +1521,7 @@ pub fn import_str_detailed(
     let machine = Machine {
         id: id.to_string(),
         description,
-        source: format!(
-            "hwloc XML {origin}; figures hwloc does not give are numalab::machine::HwlocDefaults (E, docs/machine-format.md)"
-        ),
+        source: s.source.clone(),
         topology,
         core: CoreParams {
             ghz: d.ghz,

@@ -456,20 +456,27 @@ fn defaults_note(f: &HostFacts, d: &HwlocDefaults) -> String {
             .map(|n| n.id.0.to_string())
             .collect()
     };
+    let nodes = |ids: &[String]| {
+        format!(
+            "node{} {}",
+            if ids.len() == 1 { "" } else { "s" },
+            ids.join(",")
+        )
+    };
     let no_lat = ids(&|n| !n.cpus.is_empty() && !local(n, |a| a.read_latency_ns));
     if !no_lat.is_empty() {
         parts.push(format!(
-            "idle local latency {} ns of nodes {}",
+            "idle local latency {} ns of {}",
             d.idle_local_ns,
-            no_lat.join(",")
+            nodes(&no_lat)
         ));
     }
     let no_bw = ids(&|n| !n.cpus.is_empty() && !local(n, |a| a.read_bandwidth_mb_per_s));
     if !no_bw.is_empty() {
         parts.push(format!(
-            "controller peak {} GB/s of nodes {}",
+            "controller peak {} GB/s of {}",
             d.ctrl_peak_gbps,
-            no_bw.join(",")
+            nodes(&no_bw)
         ));
     }
     if tree.nodes.iter().filter(|n| !n.cpus.is_empty()).count() > 1 {
@@ -482,8 +489,8 @@ fn defaults_note(f: &HostFacts, d: &HwlocDefaults) -> String {
     let bare_mem = ids(&|n| n.cpus.is_empty() && cpu_access(n).is_none());
     if !bare_mem.is_empty() {
         parts.push(format!(
-            "links to CPU-less nodes {} (+{} ns, {} GB/s per direction, controller peak {} GB/s)",
-            bare_mem.join(","),
+            "links to CPU-less {} (+{} ns, {} GB/s per direction, controller peak {} GB/s)",
+            nodes(&bare_mem),
             d.memory_only_hop_ns,
             d.memory_only_link_gbps_per_dir,
             d.memory_only_ctrl_peak_gbps
@@ -497,7 +504,7 @@ fn defaults_note(f: &HostFacts, d: &HwlocDefaults) -> String {
         ));
     }
     format!(
-        "Figures the kernel does not give are numalab::machine::HwlocDefaults estimates (docs/machine-format.md; calibrate and override them with a TOML file whose base is this one): {}",
+        "figures the kernel does not give are numalab::machine::HwlocDefaults estimates (docs/machine-format.md; calibrate and override them with a TOML file whose base is this one): {}",
         parts.join("; ")
     )
 }

@@ -286,3 +286,25 @@ fn cache_reader_reads_sysfs_files_and_names_bad_ones() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The trees recorded from the test VM's real 6.12 and 6.1 kernels (HMAT present, CPU caches
+/// not recorded, so cache figures are defaults): five nodes, the ring, node 4 CPU-less, and
+/// simulated latencies that follow the kernel's distances.
+#[test]
+fn vm_recordings_make_machines_whose_latency_follows_distances() {
+    for k in ["vm-6.12-5node", "vm-6.1-5node"] {
+        let root = SysRoot::new(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../linux/tests/data")
+                .join(k),
+        );
+        let mut facts = read_host_facts(&root).unwrap();
+        facts.date = "2026-11-21".to_string();
+        let m = machine_from_facts(&facts, &HwlocDefaults::default()).unwrap();
+        assert_eq!(m.topology.nodes.len(), 5, "{k}");
+        assert!(m.topology.nodes[4].cpus.is_empty(), "{k}");
+        assert_eq!(m.topology.distances[0], vec![10, 16, 22, 16, 28], "{k}");
+        assert_latency_follows_distances(&m);
+        round_trip(&m, k);
+    }
+}

@@ -1,0 +1,703 @@
+//! numalab sample files: Apache Arrow IPC streams.
+//!
+//! Why Arrow IPC: it is columnar (each field compresses and scans on its own), streamable
+//! (the stream format is written front to back with no footer, so a recording can be cut
+//! short and still read, and a reader needs one record batch in memory at a time), and
+//! pyarrow, polars and pandas read it without numalab code (`pyarrow.ipc.open_stream`,
+//! `polars.read_ipc_stream`). Only the `arrow-ipc`/`arrow-array`/`arrow-schema` crates are used,
+//! without compression features, to keep the build small.
+//!
+//! Two streams, two schemas (docs/analyze.md has the column tables):
+//! - samples (`numalab.format = samples`): one row per `AccessSample`, nullable where a field
+//!   can be unknown (page node, page size, data source, latency, read/write), optional perf
+//!   columns (event, ip, phys_addr, weight, data_src), and [`FileMeta`] as JSON in the schema
+//!   metadata (`numalab.meta`) with the common keys also as plain entries;
+//! - placement (`numalab.format = placement`): runs of pages on a node at a time, the ground
+//!   truth of where pages were; by convention beside the samples as `X.placement.arrows`.
+
+use crate::error::Error;
+use crate::record::{Batch, FileMeta, Known, Placement, PlacementEntry, Record, SampleSource};
+use arrow_array::builder::{
+    BooleanBuilder, Float32Builder, Int8Builder, UInt16Builder, UInt32Builder, UInt64Builder,
+    UInt8Builder,
+};
+use arrow_array::types::Int8Type;
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, DictionaryArray, Float32Array, RecordBatch, StringArray,
+    UInt16Array, UInt32Array, UInt64Array, UInt8Array,
+};
+use arrow_ipc::reader::StreamReader;
+use arrow_ipc::writer::StreamWriter;
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use numalab_core::{AccessSample, CpuId, DataSource, NodeId, PageSize, TaskId, ThreadId};
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Schema metadata key naming the stream kind.
+pub const FORMAT_KEY: &str = "numalab.format";
+pub const VERSION_KEY: &str = "numalab.format_version";
+pub const META_KEY: &str = "numalab.meta";
+pub const FORMAT_VERSION: &str = "1";
+
+/// Rows per record batch by default: large enough for columnar scans, small enough (a few MB)
+/// to keep readers' memory flat.
+pub const DEFAULT_BATCH_ROWS: usize = 65_536;
+
+/// Names of the `source` dictionary values, in `DataSource` order; the same strings as the
+/// core type's serde names, so JSON and Arrow agree.
+const SOURCE_NAMES: [&str; 5] = [
+    "private-cache",
+    "local-llc",
+    "remote-cache",
+    "local-dram",
+    "remote-dram",
+];
+
+fn source_index(s: DataSource) -> i8 {
+    match s {
+        DataSource::PrivateCache => 0,
+        DataSource::LocalLlc => 1,
+        DataSource::RemoteCache => 2,
+        DataSource::LocalDram => 3,
+        DataSource::RemoteDram => 4,
+    }
+}
+
+fn source_of_name(name: &str) -> Option<DataSource> {
+    Some(match name {
+        "private-cache" => DataSource::PrivateCache,
+        "local-llc" => DataSource::LocalLlc,
+        "remote-cache" => DataSource::RemoteCache,
+        "local-dram" => DataSource::LocalDram,
+        "remote-dram" => DataSource::RemoteDram,
+        _ => return None,
+    })
+}
+
+fn page_size_of_shift(shift: u8) -> Option<PageSize> {
+    PageSize::ALL
+        .into_iter()
+        .find(|p| p.shift() == shift as u32)
+}
+
+/// The conventional placement file beside a sample file: `run.arrows` → `run.placement.arrows`.
+pub fn placement_path_for(samples: &Path) -> PathBuf {
+    let s = samples.to_string_lossy();
+    match s.strip_suffix(".arrows") {
+        Some(stem) => PathBuf::from(format!("{stem}.placement.arrows")),
+        None => PathBuf::from(format!("{s}.placement.arrows")),
+    }
+}
+
+/// The sample schema; `perf_columns` adds event, ip, phys_addr, weight and data_src.
+pub fn sample_schema(meta: &FileMeta, perf_columns: bool) -> Result<Schema, Error> {
+    let mut fields = vec![
+        Field::new("time_ns", DataType::UInt64, false),
+        Field::new("task", DataType::UInt32, false),
+        Field::new("thread", DataType::UInt32, false),
+        Field::new("cpu", DataType::UInt32, false),
+        Field::new("cpu_node", DataType::UInt16, true),
+        Field::new("addr", DataType::UInt64, false),
+        Field::new("page_node", DataType::UInt16, true),
+        Field::new("page_shift", DataType::UInt8, true),
+        Field::new(
+            "source",
+            DataType::Dictionary(Box::new(DataType::Int8), Box::new(DataType::Utf8)),
+            true,
+        ),
+        Field::new("latency_ns", DataType::Float32, true),
+        Field::new("write", DataType::Boolean, true),
+    ];
+    if perf_columns {
+        fields.extend([
+            Field::new("event", DataType::UInt16, false),
+            Field::new("ip", DataType::UInt64, true),
+            Field::new("phys_addr", DataType::UInt64, true),
+            Field::new("weight", DataType::UInt64, true),
+            Field::new("data_src", DataType::UInt64, true),
+        ]);
+    }
+    let json = serde_json::to_string(meta)
+        .map_err(|e| Error::new("", format!("cannot encode file metadata: {e}")))?;
+    let mut md = HashMap::new();
+    md.insert(FORMAT_KEY.to_string(), "samples".to_string());
+    md.insert(VERSION_KEY.to_string(), FORMAT_VERSION.to_string());
+    md.insert(META_KEY.to_string(), json);
+    // Plain copies of the common keys, for notebooks that do not parse the JSON.
+    md.insert("machine".into(), meta.machine.clone());
+    md.insert("workload".into(), meta.workload.clone());
+    md.insert("origin".into(), meta.origin.clone());
+    md.insert("sample_period".into(), meta.sample_period.to_string());
+    md.insert(
+        "page_size".into(),
+        meta.page_size.map_or(String::new(), |p| p.to_string()),
+    );
+    md.insert("nodes".into(), meta.nodes.to_string());
+    Ok(Schema::new_with_metadata(fields, md))
+}
+
+/// Options of a [`SampleWriter`].
+#[derive(Copy, Clone, Debug)]
+pub struct WriterOptions {
+    /// Write the perf columns (event, ip, phys_addr, weight, data_src).
+    pub perf_columns: bool,
+    pub batch_rows: usize,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        WriterOptions {
+            perf_columns: false,
+            batch_rows: DEFAULT_BATCH_ROWS,
+        }
+    }
+}
+
+/// Writes samples as an Arrow IPC stream, one record batch every `batch_rows` rows.
+pub struct SampleWriter<W: Write> {
+    path: PathBuf,
+    writer: StreamWriter<W>,
+    schema: SchemaRef,
+    opts: WriterOptions,
+    pending: Vec<Record>,
+    /// One dictionary for every batch, so the IPC writer sends it once.
+    source_values: ArrayRef,
+    rows: u64,
+}
+
+impl SampleWriter<BufWriter<File>> {
+    pub fn create(
+        path: impl AsRef<Path>,
+        meta: &FileMeta,
+        opts: WriterOptions,
+    ) -> Result<Self, Error> {
+        let path = path.as_ref();
+        let f = File::create(path).map_err(|e| Error::new(path, format!("cannot create: {e}")))?;
+        SampleWriter::new(BufWriter::new(f), path, meta, opts)
+    }
+}
+
+impl<W: Write> SampleWriter<W> {
+    /// A writer on any byte sink; `path` only names it in errors.
+    pub fn new(
+        sink: W,
+        path: impl AsRef<Path>,
+        meta: &FileMeta,
+        opts: WriterOptions,
+    ) -> Result<Self, Error> {
+        let path = path.as_ref().to_path_buf();
+        let schema = Arc::new(sample_schema(meta, opts.perf_columns)?);
+        let writer = StreamWriter::try_new(sink, &schema)
+            .map_err(|e| Error::new(&path, format!("cannot write Arrow schema: {e}")))?;
+        Ok(SampleWriter {
+            path,
+            writer,
+            schema,
+            opts: WriterOptions {
+                batch_rows: opts.batch_rows.max(1),
+                ..opts
+            },
+            pending: Vec::new(),
+            source_values: Arc::new(StringArray::from(SOURCE_NAMES.to_vec())),
+            rows: 0,
+        })
+    }
+
+    pub fn push(&mut self, r: &Record) -> Result<(), Error> {
+        self.pending.push(*r);
+        if self.pending.len() >= self.opts.batch_rows {
+            self.flush_batch()?;
+        }
+        Ok(())
+    }
+
+    /// A fully known sample (the simulator's).
+    pub fn push_sample(&mut self, s: &AccessSample) -> Result<(), Error> {
+        self.push(&Record::from_sample(*s))
+    }
+
+    /// Rows written so far (including those not yet flushed).
+    pub fn rows(&self) -> u64 {
+        self.rows + self.pending.len() as u64
+    }
+
+    fn flush_batch(&mut self) -> Result<(), Error> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let batch = self.build_batch()?;
+        self.writer
+            .write(&batch)
+            .map_err(|e| Error::new(&self.path, format!("cannot write record batch: {e}")))?;
+        self.rows += self.pending.len() as u64;
+        self.pending.clear();
+        Ok(())
+    }
+
+    fn build_batch(&self) -> Result<RecordBatch, Error> {
+        let n = self.pending.len();
+        let mut time = UInt64Builder::with_capacity(n);
+        let mut task = UInt32Builder::with_capacity(n);
+        let mut thread = UInt32Builder::with_capacity(n);
+        let mut cpu = UInt32Builder::with_capacity(n);
+        let mut cpu_node = UInt16Builder::with_capacity(n);
+        let mut addr = UInt64Builder::with_capacity(n);
+        let mut page_node = UInt16Builder::with_capacity(n);
+        let mut page_shift = UInt8Builder::with_capacity(n);
+        let mut source = Int8Builder::with_capacity(n);
+        let mut latency = Float32Builder::with_capacity(n);
+        let mut write = BooleanBuilder::with_capacity(n);
+        for r in &self.pending {
+            let s = &r.sample;
+            time.append_value(s.time_ns);
+            task.append_value(s.task.0);
+            thread.append_value(s.thread.0);
+            cpu.append_value(s.cpu.0);
+            cpu_node.append_option(r.cpu_node().map(|n| n.0));
+            addr.append_value(s.addr);
+            page_node.append_option(r.page_node().map(|n| n.0));
+            page_shift.append_option(r.page_size().map(|p| p.shift() as u8));
+            source.append_option(r.source().map(source_index));
+            latency.append_option(r.latency_ns());
+            write.append_option(r.write());
+        }
+        let keys = source.finish();
+        let source = DictionaryArray::<Int8Type>::try_new(keys, self.source_values.clone())
+            .map_err(|e| Error::new(&self.path, format!("source column: {e}")))?;
+        let mut cols: Vec<ArrayRef> = vec![
+            Arc::new(time.finish()),
+            Arc::new(task.finish()),
+            Arc::new(thread.finish()),
+            Arc::new(cpu.finish()),
+            Arc::new(cpu_node.finish()),
+            Arc::new(addr.finish()),
+            Arc::new(page_node.finish()),
+            Arc::new(page_shift.finish()),
+            Arc::new(source),
+            Arc::new(latency.finish()),
+            Arc::new(write.finish()),
+        ];
+        if self.opts.perf_columns {
+            let mut event = UInt16Builder::with_capacity(n);
+            let mut ip = UInt64Builder::with_capacity(n);
+            let mut phys = UInt64Builder::with_capacity(n);
+            let mut weight = UInt64Builder::with_capacity(n);
+            let mut dsrc = UInt64Builder::with_capacity(n);
+            for r in &self.pending {
+                event.append_value(r.event);
+                ip.append_option(r.ip);
+                phys.append_option(r.phys_addr);
+                weight.append_option(r.weight);
+                dsrc.append_option(r.data_src);
+            }
+            cols.extend([
+                Arc::new(event.finish()) as ArrayRef,
+                Arc::new(ip.finish()),
+                Arc::new(phys.finish()),
+                Arc::new(weight.finish()),
+                Arc::new(dsrc.finish()),
+            ]);
+        }
+        RecordBatch::try_new(self.schema.clone(), cols)
+            .map_err(|e| Error::new(&self.path, format!("cannot build record batch: {e}")))
+    }
+
+    /// Writes the last batch and the end-of-stream marker; returns the sink.
+    pub fn finish(mut self) -> Result<W, Error> {
+        self.flush_batch()?;
+        self.writer
+            .finish()
+            .map_err(|e| Error::new(&self.path, format!("cannot finish Arrow stream: {e}")))?;
+        self.writer
+            .into_inner()
+            .map_err(|e| Error::new(&self.path, format!("cannot flush: {e}")))
+    }
+}
+
+/// Reads a sample stream one record batch at a time.
+pub struct SampleReader<R: Read> {
+    path: PathBuf,
+    reader: StreamReader<R>,
+    meta: FileMeta,
+    placement: Option<Placement>,
+}
+
+impl SampleReader<BufReader<File>> {
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
+        let path = path.as_ref();
+        let f = File::open(path).map_err(|e| Error::new(path, format!("cannot open: {e}")))?;
+        SampleReader::new(BufReader::new(f), path)
+    }
+}
+
+fn stream_reader<R: Read>(src: R, path: &Path, want: &str) -> Result<StreamReader<R>, Error> {
+    let reader = StreamReader::try_new(src, None).map_err(|e| {
+        Error::new(
+            path,
+            format!("not an Arrow IPC stream (expected a numalab {want} file): {e}"),
+        )
+    })?;
+    let md = reader.schema().metadata().clone();
+    match md.get(FORMAT_KEY).map(String::as_str) {
+        Some(f) if f == want => {}
+        Some(other) => {
+            return Err(Error::new(
+                path,
+                format!("is a numalab '{other}' stream, expected '{want}'"),
+            ))
+        }
+        None => {
+            return Err(Error::new(
+                path,
+                format!("Arrow stream without the '{FORMAT_KEY}' schema metadata: not a numalab {want} file"),
+            ))
+        }
+    }
+    match md.get(VERSION_KEY).map(String::as_str) {
+        Some(FORMAT_VERSION) => Ok(reader),
+        v => Err(Error::new(
+            path,
+            format!(
+                "format version {:?} is not supported (this reader reads version {FORMAT_VERSION})",
+                v.unwrap_or("missing")
+            ),
+        )),
+    }
+}
+
+impl<R: Read> SampleReader<R> {
+    /// A reader on any byte source; `path` only names it in errors.
+    pub fn new(src: R, path: impl AsRef<Path>) -> Result<Self, Error> {
+        let path = path.as_ref().to_path_buf();
+        let reader = stream_reader(src, &path, "samples")?;
+        let meta = match reader.schema().metadata().get(META_KEY) {
+            Some(json) => serde_json::from_str(json).map_err(|e| {
+                Error::new(
+                    &path,
+                    format!("schema metadata '{META_KEY}' is not valid: {e}"),
+                )
+            })?,
+            None => FileMeta::default(),
+        };
+        Ok(SampleReader {
+            path,
+            reader,
+            meta,
+            placement: None,
+        })
+    }
+
+    /// Fills in page nodes unknown in the file from a placement snapshot.
+    pub fn with_placement(mut self, placement: Placement) -> Self {
+        self.placement = Some(placement);
+        self
+    }
+
+    fn convert(&self, b: &RecordBatch) -> Result<Vec<Record>, Error> {
+        let path = &self.path;
+        let time = column::<UInt64Array>(b, "time_ns", path)?;
+        let task = column::<UInt32Array>(b, "task", path)?;
+        let thread = column::<UInt32Array>(b, "thread", path)?;
+        let cpu = column::<UInt32Array>(b, "cpu", path)?;
+        let cpu_node = column::<UInt16Array>(b, "cpu_node", path)?;
+        let addr = column::<UInt64Array>(b, "addr", path)?;
+        let page_node = column::<UInt16Array>(b, "page_node", path)?;
+        let page_shift = column::<UInt8Array>(b, "page_shift", path)?;
+        let source = column::<DictionaryArray<Int8Type>>(b, "source", path)?;
+        let latency = column::<Float32Array>(b, "latency_ns", path)?;
+        let write = column::<BooleanArray>(b, "write", path)?;
+        let event = opt_column::<UInt16Array>(b, "event", path)?;
+        let ip = opt_column::<UInt64Array>(b, "ip", path)?;
+        let phys = opt_column::<UInt64Array>(b, "phys_addr", path)?;
+        let weight = opt_column::<UInt64Array>(b, "weight", path)?;
+        let dsrc = opt_column::<UInt64Array>(b, "data_src", path)?;
+        for (name, a) in [("time_ns", time.null_count()), ("addr", addr.null_count())] {
+            if a > 0 {
+                return Err(Error::new(path, format!("column '{name}' has null values")));
+            }
+        }
+        // The dictionary may come from another writer (pyarrow): map its strings once.
+        let dict = source
+            .values()
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| Error::new(path, "column 'source' must be a dictionary of strings"))?;
+        let dict: Vec<Option<DataSource>> = (0..dict.len())
+            .map(|i| {
+                if dict.is_null(i) {
+                    return Ok(None);
+                }
+                source_of_name(dict.value(i)).map(Some).ok_or_else(|| {
+                    Error::new(
+                        path,
+                        format!(
+                            "column 'source' has unknown value '{}' (expected one of {})",
+                            dict.value(i),
+                            SOURCE_NAMES.join(", ")
+                        ),
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        let keys = source.keys();
+        let opt64 =
+            |a: Option<&UInt64Array>, i: usize| a.and_then(|a| a.is_valid(i).then(|| a.value(i)));
+        let mut out = Vec::with_capacity(b.num_rows());
+        for i in 0..b.num_rows() {
+            let mut known = Known::NONE;
+            let mut flag = |valid: bool, k: Known| {
+                if valid {
+                    known = known.with(k);
+                }
+            };
+            flag(cpu_node.is_valid(i), Known::CPU_NODE);
+            flag(page_node.is_valid(i), Known::PAGE_NODE);
+            flag(latency.is_valid(i), Known::LATENCY);
+            flag(write.is_valid(i), Known::WRITE);
+            let page_size = if page_shift.is_valid(i) {
+                let shift = page_shift.value(i);
+                let p = page_size_of_shift(shift).ok_or_else(|| {
+                    Error::new(
+                        path,
+                        format!("row {i}: page_shift {shift} is not 12, 21 or 30"),
+                    )
+                })?;
+                known = known.with(Known::PAGE_SIZE);
+                p
+            } else {
+                PageSize::Base4K
+            };
+            let src = if keys.is_valid(i) {
+                let k = keys.value(i);
+                let s = usize::try_from(k)
+                    .ok()
+                    .and_then(|k| dict.get(k).copied())
+                    .ok_or_else(|| {
+                        Error::new(
+                            path,
+                            format!("row {i}: source key {k} outside its dictionary"),
+                        )
+                    })?;
+                if s.is_some() {
+                    known = known.with(Known::SOURCE);
+                }
+                s
+            } else {
+                None
+            };
+            let mut rec = Record {
+                sample: AccessSample {
+                    time_ns: time.value(i),
+                    task: TaskId(task.value(i)),
+                    thread: ThreadId(thread.value(i)),
+                    cpu: CpuId(cpu.value(i)),
+                    cpu_node: NodeId(cpu_node.value(i)),
+                    addr: addr.value(i),
+                    page_node: NodeId(page_node.value(i)),
+                    page_size,
+                    source: src.unwrap_or(DataSource::LocalDram),
+                    latency_ns: latency.value(i),
+                    write: write.value(i),
+                },
+                known,
+                event: event.map_or(0, |e| e.value(i)),
+                ip: opt64(ip, i),
+                phys_addr: opt64(phys, i),
+                weight: opt64(weight, i),
+                data_src: opt64(dsrc, i),
+            };
+            if !known.has(Known::PAGE_NODE) {
+                if let Some(p) = &self.placement {
+                    p.annotate(&mut rec);
+                }
+            }
+            out.push(rec);
+        }
+        Ok(out)
+    }
+}
+
+impl<R: Read> SampleSource for SampleReader<R> {
+    fn meta(&self) -> &FileMeta {
+        &self.meta
+    }
+
+    fn next_batch(&mut self) -> Result<Option<Batch>, Error> {
+        match self.reader.next() {
+            None => Ok(None),
+            Some(Err(e)) => Err(Error::new(
+                &self.path,
+                format!("corrupt or truncated record batch: {e}"),
+            )),
+            Some(Ok(b)) => Ok(Some(Batch {
+                records: self.convert(&b)?,
+                mappings: Vec::new(),
+            })),
+        }
+    }
+}
+
+fn opt_column<'a, T: 'static>(
+    b: &'a RecordBatch,
+    name: &str,
+    path: &Path,
+) -> Result<Option<&'a T>, Error> {
+    match b.column_by_name(name) {
+        None => Ok(None),
+        Some(c) => c.as_any().downcast_ref::<T>().map(Some).ok_or_else(|| {
+            Error::new(
+                path,
+                format!(
+                    "column '{name}' has type {}, expected {}",
+                    c.data_type(),
+                    std::any::type_name::<T>()
+                        .rsplit("::")
+                        .next()
+                        .unwrap_or("?")
+                ),
+            )
+        }),
+    }
+}
+
+fn column<'a, T: 'static>(b: &'a RecordBatch, name: &str, path: &Path) -> Result<&'a T, Error> {
+    opt_column(b, name, path)?
+        .ok_or_else(|| Error::new(path, format!("column '{name}' is missing")))
+}
+
+/// The placement schema.
+pub fn placement_schema() -> Schema {
+    let mut md = HashMap::new();
+    md.insert(FORMAT_KEY.to_string(), "placement".to_string());
+    md.insert(VERSION_KEY.to_string(), FORMAT_VERSION.to_string());
+    Schema::new_with_metadata(
+        vec![
+            Field::new("time_ns", DataType::UInt64, false),
+            Field::new("task", DataType::UInt32, false),
+            Field::new("start", DataType::UInt64, false),
+            Field::new("page_shift", DataType::UInt8, false),
+            Field::new("pages", DataType::UInt32, false),
+            Field::new("node", DataType::UInt16, false),
+        ],
+        md,
+    )
+}
+
+/// Writes placement entries as an Arrow IPC stream (one batch per `write` call).
+pub struct PlacementWriter<W: Write> {
+    path: PathBuf,
+    writer: StreamWriter<W>,
+    schema: SchemaRef,
+}
+
+impl PlacementWriter<BufWriter<File>> {
+    pub fn create(path: impl AsRef<Path>) -> Result<Self, Error> {
+        let path = path.as_ref();
+        let f = File::create(path).map_err(|e| Error::new(path, format!("cannot create: {e}")))?;
+        PlacementWriter::new(BufWriter::new(f), path)
+    }
+}
+
+impl<W: Write> PlacementWriter<W> {
+    pub fn new(sink: W, path: impl AsRef<Path>) -> Result<Self, Error> {
+        let path = path.as_ref().to_path_buf();
+        let schema = Arc::new(placement_schema());
+        let writer = StreamWriter::try_new(sink, &schema)
+            .map_err(|e| Error::new(&path, format!("cannot write Arrow schema: {e}")))?;
+        Ok(PlacementWriter {
+            path,
+            writer,
+            schema,
+        })
+    }
+
+    /// Writes one snapshot (or any set of entries) as one record batch.
+    pub fn write(&mut self, entries: &[PlacementEntry]) -> Result<(), Error> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let cols: Vec<ArrayRef> = vec![
+            Arc::new(UInt64Array::from_iter_values(
+                entries.iter().map(|e| e.time_ns),
+            )),
+            Arc::new(UInt32Array::from_iter_values(
+                entries.iter().map(|e| e.task.0),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                entries.iter().map(|e| e.start),
+            )),
+            Arc::new(UInt8Array::from_iter_values(
+                entries.iter().map(|e| e.page_size.shift() as u8),
+            )),
+            Arc::new(UInt32Array::from_iter_values(
+                entries.iter().map(|e| e.pages),
+            )),
+            Arc::new(UInt16Array::from_iter_values(
+                entries.iter().map(|e| e.node.0),
+            )),
+        ];
+        let batch = RecordBatch::try_new(self.schema.clone(), cols)
+            .map_err(|e| Error::new(&self.path, format!("cannot build record batch: {e}")))?;
+        self.writer
+            .write(&batch)
+            .map_err(|e| Error::new(&self.path, format!("cannot write record batch: {e}")))
+    }
+
+    pub fn finish(mut self) -> Result<W, Error> {
+        self.writer
+            .finish()
+            .map_err(|e| Error::new(&self.path, format!("cannot finish Arrow stream: {e}")))?;
+        self.writer
+            .into_inner()
+            .map_err(|e| Error::new(&self.path, format!("cannot flush: {e}")))
+    }
+}
+
+/// Reads a placement stream.
+pub struct PlacementReader;
+
+impl PlacementReader {
+    pub fn open(path: impl AsRef<Path>) -> Result<Placement, Error> {
+        let path = path.as_ref();
+        let f = File::open(path).map_err(|e| Error::new(path, format!("cannot open: {e}")))?;
+        PlacementReader::read(BufReader::new(f), path)
+    }
+
+    /// Reads every entry (placement is looked up by address, so it is kept in memory; runs of
+    /// pages keep it small).
+    pub fn read<R: Read>(src: R, path: impl AsRef<Path>) -> Result<Placement, Error> {
+        let path = path.as_ref();
+        let reader = stream_reader(src, path, "placement")?;
+        let mut entries = Vec::new();
+        for b in reader {
+            let b =
+                b.map_err(|e| Error::new(path, format!("corrupt or truncated record batch: {e}")))?;
+            let time = column::<UInt64Array>(&b, "time_ns", path)?;
+            let task = column::<UInt32Array>(&b, "task", path)?;
+            let start = column::<UInt64Array>(&b, "start", path)?;
+            let shift = column::<UInt8Array>(&b, "page_shift", path)?;
+            let pages = column::<UInt32Array>(&b, "pages", path)?;
+            let node = column::<UInt16Array>(&b, "node", path)?;
+            for i in 0..b.num_rows() {
+                let page_size = page_size_of_shift(shift.value(i)).ok_or_else(|| {
+                    Error::new(
+                        path,
+                        format!("row {i}: page_shift {} is not 12, 21 or 30", shift.value(i)),
+                    )
+                })?;
+                entries.push(PlacementEntry {
+                    time_ns: time.value(i),
+                    task: TaskId(task.value(i)),
+                    start: start.value(i),
+                    page_size,
+                    pages: pages.value(i),
+                    node: NodeId(node.value(i)),
+                });
+            }
+        }
+        Ok(Placement::from_entries(entries))
+    }
+}

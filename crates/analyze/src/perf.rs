@@ -1,0 +1,856 @@
+//! perf.data ingestion (`perf mem record`, `perf record -d`, `perf c2c record`).
+//!
+//! `linux-perf-data` parses the file (header, attributes, feature sections, time-ordered
+//! records); it skips several sample fields numalab needs (weight, data_src) and mis-orders
+//! the READ group layout, so samples are decoded here from the raw record, following the
+//! kernel's field order for `PERF_SAMPLE_*` bits (include/uapi/linux/perf_event.h,
+//! `PERF_RECORD_SAMPLE`).
+//!
+//! perf records no page node: a sample's page node stays unknown unless a [`Placement`]
+//! snapshot is given. The CPU's node comes from a topology (given, or the file's own
+//! `HEADER_NUMA_TOPOLOGY` section, or none).
+
+use crate::error::Error;
+use crate::record::{
+    cpu_nodes, Batch, FileMeta, Known, Mapping, MappingKind, Placement, Record, SampleSource,
+};
+use linux_perf_data::linux_perf_event_reader::{
+    EventRecord, PerfEventAttr, RecordType, SamplingPolicy,
+};
+use linux_perf_data::{
+    Endianness, Feature, PerfFile, PerfFileReader, PerfFileRecord, PerfRecordIter,
+};
+use numalab_core::{
+    AccessSample, CpuId, DataSource, NodeId, NodeInfo, PageSize, TaskId, ThreadId, Topology,
+};
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+// PERF_SAMPLE_* bits, include/uapi/linux/perf_event.h.
+pub const SAMPLE_IP: u64 = 1 << 0;
+pub const SAMPLE_TID: u64 = 1 << 1;
+pub const SAMPLE_TIME: u64 = 1 << 2;
+pub const SAMPLE_ADDR: u64 = 1 << 3;
+pub const SAMPLE_READ: u64 = 1 << 4;
+pub const SAMPLE_CALLCHAIN: u64 = 1 << 5;
+pub const SAMPLE_ID: u64 = 1 << 6;
+pub const SAMPLE_CPU: u64 = 1 << 7;
+pub const SAMPLE_PERIOD: u64 = 1 << 8;
+pub const SAMPLE_STREAM_ID: u64 = 1 << 9;
+pub const SAMPLE_RAW: u64 = 1 << 10;
+pub const SAMPLE_BRANCH_STACK: u64 = 1 << 11;
+pub const SAMPLE_REGS_USER: u64 = 1 << 12;
+pub const SAMPLE_STACK_USER: u64 = 1 << 13;
+pub const SAMPLE_WEIGHT: u64 = 1 << 14;
+pub const SAMPLE_DATA_SRC: u64 = 1 << 15;
+pub const SAMPLE_IDENTIFIER: u64 = 1 << 16;
+pub const SAMPLE_TRANSACTION: u64 = 1 << 17;
+pub const SAMPLE_REGS_INTR: u64 = 1 << 18;
+pub const SAMPLE_PHYS_ADDR: u64 = 1 << 19;
+pub const SAMPLE_AUX: u64 = 1 << 20;
+pub const SAMPLE_CGROUP: u64 = 1 << 21;
+pub const SAMPLE_DATA_PAGE_SIZE: u64 = 1 << 22;
+pub const SAMPLE_CODE_PAGE_SIZE: u64 = 1 << 23;
+pub const SAMPLE_WEIGHT_STRUCT: u64 = 1 << 24;
+
+// PERF_FORMAT_* (read_format) bits.
+const FORMAT_TOTAL_TIME_ENABLED: u64 = 1 << 0;
+const FORMAT_TOTAL_TIME_RUNNING: u64 = 1 << 1;
+const FORMAT_ID: u64 = 1 << 2;
+const FORMAT_GROUP: u64 = 1 << 3;
+const FORMAT_LOST: u64 = 1 << 4;
+
+// Branch sample type bits that change the BRANCH_STACK layout.
+const BRANCH_HW_INDEX: u64 = 1 << 17;
+const BRANCH_COUNTERS: u64 = 1 << 19;
+
+/// A decoded `PERF_RECORD_SAMPLE`: every field numalab uses, `None` when not recorded.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct RawSample {
+    pub ip: Option<u64>,
+    pub pid: Option<i32>,
+    pub tid: Option<i32>,
+    pub time: Option<u64>,
+    pub addr: Option<u64>,
+    pub id: Option<u64>,
+    pub cpu: Option<u32>,
+    pub period: Option<u64>,
+    /// `PERF_SAMPLE_WEIGHT` (full u64) or the `var1_dw` of `PERF_SAMPLE_WEIGHT_STRUCT`, as
+    /// `perf script -F weight` prints it.
+    pub weight: Option<u64>,
+    /// `var2_w` of `PERF_SAMPLE_WEIGHT_STRUCT` (instruction latency on Intel).
+    pub ins_lat: Option<u16>,
+    pub data_src: Option<u64>,
+    pub transaction: Option<u64>,
+    pub phys_addr: Option<u64>,
+    pub cgroup: Option<u64>,
+    pub data_page_size: Option<u64>,
+    pub code_page_size: Option<u64>,
+}
+
+/// The attribute fields that shape a sample record.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct SampleLayout {
+    pub sample_type: u64,
+    pub read_format: u64,
+    pub branch_sample_type: u64,
+    pub regs_user_mask: u64,
+    pub regs_intr_mask: u64,
+    pub big_endian: bool,
+}
+
+impl SampleLayout {
+    pub fn from_attr(attr: &PerfEventAttr, endian: Endianness) -> SampleLayout {
+        SampleLayout {
+            sample_type: attr.sample_format.bits(),
+            read_format: attr.read_format.bits(),
+            branch_sample_type: attr.branch_sample_format.bits(),
+            regs_user_mask: attr.sample_regs_user,
+            regs_intr_mask: attr.sample_regs_intr,
+            big_endian: endian == Endianness::BigEndian,
+        }
+    }
+}
+
+struct Cursor<'a> {
+    data: &'a [u8],
+    at: usize,
+    big: bool,
+}
+
+impl Cursor<'_> {
+    fn take(&mut self, n: usize, what: &str) -> Result<&[u8], String> {
+        let end = self.at.checked_add(n).filter(|e| *e <= self.data.len());
+        match end {
+            Some(end) => {
+                let s = &self.data[self.at..end];
+                self.at = end;
+                Ok(s)
+            }
+            None => Err(format!(
+                "sample record of {} bytes ends inside field '{what}' (at byte {}, {n} bytes wanted)",
+                self.data.len(),
+                self.at
+            )),
+        }
+    }
+    fn u64(&mut self, what: &str) -> Result<u64, String> {
+        let b: [u8; 8] = self.take(8, what)?.try_into().expect("8 bytes");
+        Ok(if self.big {
+            u64::from_be_bytes(b)
+        } else {
+            u64::from_le_bytes(b)
+        })
+    }
+    fn u32(&mut self, what: &str) -> Result<u32, String> {
+        let b: [u8; 4] = self.take(4, what)?.try_into().expect("4 bytes");
+        Ok(if self.big {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        })
+    }
+    fn skip_u64s(&mut self, n: u64, what: &str) -> Result<(), String> {
+        let bytes = usize::try_from(n)
+            .ok()
+            .and_then(|n| n.checked_mul(8))
+            .ok_or_else(|| format!("field '{what}' claims {n} entries"))?;
+        self.take(bytes, what).map(|_| ())
+    }
+}
+
+/// Decodes the body of a `PERF_RECORD_SAMPLE` (after the 8-byte header) in the kernel's
+/// field order. Errors say which field ran past the record's end.
+pub fn decode_sample(data: &[u8], l: &SampleLayout) -> Result<RawSample, String> {
+    let t = l.sample_type;
+    let mut c = Cursor {
+        data,
+        at: 0,
+        big: l.big_endian,
+    };
+    let mut s = RawSample::default();
+    if t & SAMPLE_IDENTIFIER != 0 {
+        s.id = Some(c.u64("identifier")?);
+    }
+    if t & SAMPLE_IP != 0 {
+        s.ip = Some(c.u64("ip")?);
+    }
+    if t & SAMPLE_TID != 0 {
+        s.pid = Some(c.u32("pid")? as i32);
+        s.tid = Some(c.u32("tid")? as i32);
+    }
+    if t & SAMPLE_TIME != 0 {
+        s.time = Some(c.u64("time")?);
+    }
+    if t & SAMPLE_ADDR != 0 {
+        s.addr = Some(c.u64("addr")?);
+    }
+    if t & SAMPLE_ID != 0 {
+        s.id = Some(c.u64("id")?);
+    }
+    if t & SAMPLE_STREAM_ID != 0 {
+        c.u64("stream_id")?;
+    }
+    if t & SAMPLE_CPU != 0 {
+        s.cpu = Some(c.u32("cpu")?);
+        c.u32("cpu reserved")?;
+    }
+    if t & SAMPLE_PERIOD != 0 {
+        s.period = Some(c.u64("period")?);
+    }
+    if t & SAMPLE_READ != 0 {
+        let rf = l.read_format;
+        // Per value: the value, then its id and lost count where requested.
+        let per_value = 1 + (rf & FORMAT_ID != 0) as u64 + (rf & FORMAT_LOST != 0) as u64;
+        let times = (rf & FORMAT_TOTAL_TIME_ENABLED != 0) as u64
+            + (rf & FORMAT_TOTAL_TIME_RUNNING != 0) as u64;
+        if rf & FORMAT_GROUP != 0 {
+            let nr = c.u64("read nr")?;
+            c.skip_u64s(times, "read times")?;
+            c.skip_u64s(nr.saturating_mul(per_value), "read values")?;
+        } else {
+            c.u64("read value")?;
+            c.skip_u64s(times, "read times")?;
+            c.skip_u64s(per_value - 1, "read id/lost")?;
+        }
+    }
+    if t & SAMPLE_CALLCHAIN != 0 {
+        let nr = c.u64("callchain nr")?;
+        c.skip_u64s(nr, "callchain")?;
+    }
+    if t & SAMPLE_RAW != 0 {
+        let size = c.u32("raw size")?;
+        c.take(size as usize, "raw data")?;
+    }
+    if t & SAMPLE_BRANCH_STACK != 0 {
+        let nr = c.u64("branch nr")?;
+        if l.branch_sample_type & BRANCH_HW_INDEX != 0 {
+            c.u64("branch hw_idx")?;
+        }
+        c.skip_u64s(nr.saturating_mul(3), "branch entries")?;
+        if l.branch_sample_type & BRANCH_COUNTERS != 0 {
+            c.skip_u64s(nr, "branch counters")?;
+        }
+    }
+    if t & SAMPLE_REGS_USER != 0 {
+        // abi 0 (PERF_SAMPLE_REGS_ABI_NONE): no registers follow.
+        if c.u64("user regs abi")? != 0 {
+            c.skip_u64s(l.regs_user_mask.count_ones() as u64, "user regs")?;
+        }
+    }
+    if t & SAMPLE_STACK_USER != 0 {
+        let size = c.u64("user stack size")?;
+        let n = usize::try_from(size).map_err(|_| "user stack size too large".to_string())?;
+        c.take(n, "user stack")?;
+        if size != 0 {
+            c.u64("user stack dyn_size")?;
+        }
+    }
+    if t & (SAMPLE_WEIGHT | SAMPLE_WEIGHT_STRUCT) != 0 {
+        let w = c.u64("weight")?;
+        if t & SAMPLE_WEIGHT_STRUCT != 0 {
+            // Little-endian layout {u32 var1_dw; u16 var2_w; u16 var3_w}; the big-endian
+            // kernel lays the struct out reversed, so the same shifts apply to the u64.
+            s.weight = Some(w & 0xffff_ffff);
+            s.ins_lat = Some((w >> 32) as u16);
+        } else {
+            s.weight = Some(w);
+        }
+    }
+    if t & SAMPLE_DATA_SRC != 0 {
+        s.data_src = Some(c.u64("data_src")?);
+    }
+    if t & SAMPLE_TRANSACTION != 0 {
+        s.transaction = Some(c.u64("transaction")?);
+    }
+    if t & SAMPLE_REGS_INTR != 0 && c.u64("intr regs abi")? != 0 {
+        c.skip_u64s(l.regs_intr_mask.count_ones() as u64, "intr regs")?;
+    }
+    if t & SAMPLE_PHYS_ADDR != 0 {
+        s.phys_addr = Some(c.u64("phys_addr")?);
+    }
+    if t & SAMPLE_CGROUP != 0 {
+        s.cgroup = Some(c.u64("cgroup")?);
+    }
+    if t & SAMPLE_DATA_PAGE_SIZE != 0 {
+        s.data_page_size = Some(c.u64("data_page_size")?);
+    }
+    if t & SAMPLE_CODE_PAGE_SIZE != 0 {
+        s.code_page_size = Some(c.u64("code_page_size")?);
+    }
+    // PERF_SAMPLE_AUX comes last and is not needed.
+    Ok(s)
+}
+
+// perf_mem_data_src bit fields (little-endian bitfield order, perf_event.h).
+const MEM_OP_SHIFT: u32 = 0;
+const MEM_LVL_SHIFT: u32 = 5;
+const MEM_SNOOP_SHIFT: u32 = 19;
+const MEM_LVLNUM_SHIFT: u32 = 33;
+const MEM_REMOTE_SHIFT: u32 = 37;
+const MEM_OP_LOAD: u64 = 0x02;
+const MEM_OP_STORE: u64 = 0x04;
+const MEM_LVL_HIT: u64 = 0x02;
+const MEM_LVL_L1: u64 = 0x08;
+const MEM_LVL_LFB: u64 = 0x10;
+const MEM_LVL_L2: u64 = 0x20;
+const MEM_LVL_L3: u64 = 0x40;
+const MEM_LVL_LOC_RAM: u64 = 0x80;
+const MEM_LVL_REM_RAM1: u64 = 0x100;
+const MEM_LVL_REM_RAM2: u64 = 0x200;
+const MEM_LVL_REM_CCE1: u64 = 0x400;
+const MEM_LVL_REM_CCE2: u64 = 0x800;
+const MEM_SNOOP_HITM: u64 = 0x10;
+const LVLNUM_L1: u64 = 0x01;
+const LVLNUM_L2: u64 = 0x02;
+const LVLNUM_L3: u64 = 0x03;
+const LVLNUM_L4: u64 = 0x04;
+const LVLNUM_CXL: u64 = 0x09;
+const LVLNUM_ANY_CACHE: u64 = 0x0b;
+const LVLNUM_LFB: u64 = 0x0c;
+const LVLNUM_RAM: u64 = 0x0d;
+const LVLNUM_PMEM: u64 = 0x0e;
+
+/// Where a `data_src` says the access was served, coarsened to [`DataSource`]; `None` when
+/// it does not say (`N/A`, I/O, uncached, or a miss without the level that hit).
+///
+/// `mem_lvl_num` + `mem_remote` (kernel ≥ 4.14) win over the older `mem_lvl` bits: L1, L2 and
+/// the line fill buffer are the core's private caches; L3/L4/any cache are the local LLC, or a
+/// remote cache when `mem_remote` is set or the snoop was a HITM with `remote`; RAM, PMEM and
+/// CXL are DRAM, local or remote by `mem_remote`.
+pub fn data_source(data_src: u64) -> Option<DataSource> {
+    let lvl = (data_src >> MEM_LVL_SHIFT) & 0x3fff;
+    let snoop = (data_src >> MEM_SNOOP_SHIFT) & 0x1f;
+    let lvl_num = (data_src >> MEM_LVLNUM_SHIFT) & 0xf;
+    let remote = (data_src >> MEM_REMOTE_SHIFT) & 1 == 1;
+    let by_num = match lvl_num {
+        LVLNUM_L1 | LVLNUM_L2 | LVLNUM_LFB => Some(DataSource::PrivateCache),
+        LVLNUM_L3 | LVLNUM_L4 | LVLNUM_ANY_CACHE => Some(if remote {
+            DataSource::RemoteCache
+        } else {
+            DataSource::LocalLlc
+        }),
+        LVLNUM_RAM | LVLNUM_PMEM | LVLNUM_CXL => Some(if remote {
+            DataSource::RemoteDram
+        } else {
+            DataSource::LocalDram
+        }),
+        _ => None,
+    };
+    if by_num.is_some() {
+        return by_num;
+    }
+    if lvl & MEM_LVL_HIT == 0 {
+        return None;
+    }
+    if lvl & (MEM_LVL_REM_CCE1 | MEM_LVL_REM_CCE2) != 0 {
+        Some(DataSource::RemoteCache)
+    } else if lvl & (MEM_LVL_REM_RAM1 | MEM_LVL_REM_RAM2) != 0 {
+        Some(DataSource::RemoteDram)
+    } else if lvl & MEM_LVL_LOC_RAM != 0 {
+        Some(DataSource::LocalDram)
+    } else if lvl & MEM_LVL_L3 != 0 {
+        Some(if snoop & MEM_SNOOP_HITM != 0 && remote {
+            DataSource::RemoteCache
+        } else {
+            DataSource::LocalLlc
+        })
+    } else if lvl & (MEM_LVL_L1 | MEM_LVL_LFB | MEM_LVL_L2) != 0 {
+        Some(DataSource::PrivateCache)
+    } else {
+        None
+    }
+}
+
+/// Whether `data_src` says store (`Some(true)`), load (`Some(false)`) or neither.
+pub fn data_src_is_write(data_src: u64) -> Option<bool> {
+    let op = (data_src >> MEM_OP_SHIFT) & 0x1f;
+    if op & MEM_OP_STORE != 0 {
+        Some(true)
+    } else if op & MEM_OP_LOAD != 0 {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+fn page_size_of_bytes(bytes: u64) -> Option<PageSize> {
+    PageSize::ALL.into_iter().find(|p| p.bytes() == bytes)
+}
+
+/// Options of a [`PerfReader`].
+#[derive(Clone, Debug, Default)]
+pub struct PerfOptions {
+    /// CPU → node; `None` uses the file's NUMA topology section, if any.
+    pub topology: Option<Topology>,
+    /// Page placement snapshots; without one, page nodes stay unknown.
+    pub placement: Option<Placement>,
+    /// Samples per batch (default 65 536).
+    pub batch_rows: usize,
+}
+
+/// Streams a perf.data file as [`Batch`]es.
+pub struct PerfReader {
+    path: PathBuf,
+    file: PerfFile,
+    iter: PerfRecordIter<BufReader<File>>,
+    layouts: Vec<SampleLayout>,
+    meta: FileMeta,
+    cpu_node: Vec<Option<NodeId>>,
+    placement: Option<Placement>,
+    batch_rows: usize,
+    /// Samples whose record could not be decoded (reported, not fatal: one bad record should
+    /// not hide a recording of millions).
+    pub malformed_samples: u64,
+    pub first_error: Option<String>,
+}
+
+impl PerfReader {
+    pub fn open(path: impl AsRef<Path>, opts: PerfOptions) -> Result<PerfReader, Error> {
+        let path = path.as_ref().to_path_buf();
+        let f = File::open(&path).map_err(|e| Error::new(&path, format!("cannot open: {e}")))?;
+        let PerfFileReader {
+            perf_file,
+            record_iter,
+        } = PerfFileReader::parse_file(BufReader::new(f))
+            .map_err(|e| Error::new(&path, format!("not a readable perf.data file: {e}")))?;
+        let endian = perf_file.endian();
+        let attrs = perf_file.event_attributes();
+        let layouts = attrs
+            .iter()
+            .map(|a| SampleLayout::from_attr(&a.attr, endian))
+            .collect();
+        let events: Vec<String> = attrs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| a.name().map_or_else(|| format!("event{i}"), str::to_string))
+            .collect();
+        let sample_period = attrs.first().map_or(0, |a| match a.attr.sampling_policy {
+            SamplingPolicy::Period(p) => p.get(),
+            _ => 0,
+        });
+        let topology = match opts.topology {
+            Some(t) => Some(t),
+            None => numa_topology_section(&perf_file)
+                .map_err(|e| Error::new(&path, format!("NUMA topology section: {e}")))?,
+        };
+        let cpu_node = topology.as_ref().map(cpu_nodes).unwrap_or_default();
+        let meta = FileMeta {
+            machine: perf_file
+                .hostname()
+                .ok()
+                .flatten()
+                .unwrap_or("")
+                .to_string(),
+            workload: perf_file
+                .cmdline()
+                .ok()
+                .flatten()
+                .map(|v| v.join(" "))
+                .unwrap_or_default(),
+            origin: "perf".into(),
+            sample_period,
+            page_size: Some(PageSize::Base4K),
+            nodes: topology.as_ref().map_or(0, |t| t.num_nodes() as u16),
+            topology,
+            events,
+            mappings: Vec::new(),
+        };
+        Ok(PerfReader {
+            path,
+            file: perf_file,
+            iter: record_iter,
+            layouts,
+            meta,
+            cpu_node,
+            placement: opts.placement,
+            batch_rows: if opts.batch_rows == 0 {
+                65_536
+            } else {
+                opts.batch_rows
+            },
+            malformed_samples: 0,
+            first_error: None,
+        })
+    }
+
+    /// Decodes every sample of the file (for tests and small files).
+    pub fn raw_samples(path: impl AsRef<Path>) -> Result<Vec<(usize, RawSample)>, Error> {
+        let mut r = PerfReader::open(path, PerfOptions::default())?;
+        let mut out = Vec::new();
+        let mut buf = Vec::new();
+        loop {
+            let rec = r
+                .iter
+                .next_record(&mut r.file)
+                .map_err(|e| Error::new(&r.path, format!("corrupt record stream: {e}")))?;
+            let Some(PerfFileRecord::EventRecord { attr_index, record }) = rec else {
+                if rec.is_none() {
+                    break;
+                }
+                continue;
+            };
+            if record.record_type != RecordType::SAMPLE {
+                continue;
+            }
+            buf.clear();
+            buf.extend_from_slice(&record.data.as_slice());
+            let layout = r.layouts.get(attr_index).copied().unwrap_or_default();
+            let s = decode_sample(&buf, &layout).map_err(|e| Error::new(&r.path, e))?;
+            out.push((attr_index, s));
+        }
+        Ok(out)
+    }
+
+    fn to_record(&self, event: usize, s: &RawSample) -> Record {
+        let cpu = s.cpu.unwrap_or(0);
+        let cpu_node = self.cpu_node.get(cpu as usize).copied().flatten();
+        let source = s.data_src.and_then(data_source);
+        let write = s.data_src.and_then(data_src_is_write);
+        let page_size = s.data_page_size.and_then(page_size_of_bytes);
+        let mut known = Known::NONE;
+        if s.cpu.is_some() && cpu_node.is_some() {
+            known = known.with(Known::CPU_NODE);
+        }
+        if source.is_some() {
+            known = known.with(Known::SOURCE);
+        }
+        if write.is_some() {
+            known = known.with(Known::WRITE);
+        }
+        if page_size.is_some() {
+            known = known.with(Known::PAGE_SIZE);
+        }
+        let mut r = Record {
+            sample: AccessSample {
+                time_ns: s.time.unwrap_or(0),
+                task: TaskId(s.pid.unwrap_or(-1) as u32),
+                thread: ThreadId(s.tid.unwrap_or(-1) as u32),
+                cpu: CpuId(cpu),
+                cpu_node: cpu_node.unwrap_or(NodeId(0)),
+                addr: s.addr.unwrap_or(0),
+                page_node: NodeId(0),
+                page_size: page_size.unwrap_or(PageSize::Base4K),
+                source: source.unwrap_or(DataSource::LocalDram),
+                latency_ns: 0.0,
+                write: write.unwrap_or(false),
+            },
+            known,
+            event: event as u16,
+            ip: s.ip,
+            phys_addr: s.phys_addr,
+            weight: s.weight,
+            data_src: s.data_src,
+        };
+        if let Some(p) = &self.placement {
+            p.annotate(&mut r);
+        }
+        r
+    }
+}
+
+impl SampleSource for PerfReader {
+    fn meta(&self) -> &FileMeta {
+        &self.meta
+    }
+
+    fn next_batch(&mut self) -> Result<Option<Batch>, Error> {
+        let mut batch = Batch::default();
+        let mut buf = Vec::new();
+        let mut any = false;
+        while batch.records.len() < self.batch_rows {
+            let rec = self
+                .iter
+                .next_record(&mut self.file)
+                .map_err(|e| Error::new(&self.path, format!("corrupt record stream: {e}")))?;
+            let Some(rec) = rec else { break };
+            any = true;
+            let PerfFileRecord::EventRecord { attr_index, record } = rec else {
+                continue;
+            };
+            if record.record_type == RecordType::SAMPLE {
+                buf.clear();
+                buf.extend_from_slice(&record.data.as_slice());
+                let layout = self.layouts.get(attr_index).copied().unwrap_or_default();
+                match decode_sample(&buf, &layout) {
+                    Ok(s) if s.addr.is_some() => {
+                        let r = self.to_record(attr_index, &s);
+                        batch.records.push(r);
+                    }
+                    // A sample without a data address (perf record without -d) says nothing
+                    // about memory placement.
+                    Ok(_) => {}
+                    Err(e) => {
+                        self.malformed_samples += 1;
+                        self.first_error.get_or_insert(e);
+                    }
+                }
+                continue;
+            }
+            let m = match record.parse() {
+                Ok(EventRecord::Mmap(m)) => Some((
+                    m.pid,
+                    m.address,
+                    m.length,
+                    m.is_executable,
+                    m.path.as_slice().into_owned(),
+                )),
+                Ok(EventRecord::Mmap2(m)) => Some((
+                    m.pid,
+                    m.address,
+                    m.length,
+                    m.protection & 4 != 0, // PROT_EXEC
+                    m.path.as_slice().into_owned(),
+                )),
+                _ => None,
+            };
+            if let Some((pid, start, len, exec, name)) = m {
+                let name = String::from_utf8_lossy(&name).into_owned();
+                batch.mappings.push(Mapping {
+                    task: pid as u32,
+                    start,
+                    len_bytes: len,
+                    kind: MappingKind::classify(&name, exec),
+                    name,
+                });
+            }
+        }
+        Ok(any.then_some(batch))
+    }
+}
+
+/// The recording host's NUMA topology from perf's `HEADER_NUMA_TOPOLOGY` feature section:
+/// `u32 nr; { u32 node; u64 mem_total_kb; u64 mem_free_kb; perf_string cpus; }[nr]`, where a
+/// perf string is `u32 len` then `len` bytes (NUL-padded). Distances are not recorded: the
+/// topology gets 10 local / 20 remote.
+fn numa_topology_section(f: &PerfFile) -> Result<Option<Topology>, String> {
+    let Some(data) = f.feature_section_data(Feature::NUMA_TOPOLOGY) else {
+        return Ok(None);
+    };
+    let mut c = Cursor {
+        data,
+        at: 0,
+        big: f.endian() == Endianness::BigEndian,
+    };
+    let nr = c.u32("nr nodes")?;
+    let mut nodes = Vec::new();
+    for _ in 0..nr {
+        let id = c.u32("node id")?;
+        let mem_kb = c.u64("mem_total")?;
+        c.u64("mem_free")?;
+        let len = c.u32("cpu list length")? as usize;
+        let s = c.take(len, "cpu list")?;
+        let s = String::from_utf8_lossy(s);
+        let cpus = parse_cpu_list(s.trim_end_matches('\0'))?;
+        nodes.push((id, mem_kb, cpus));
+    }
+    nodes.sort_by_key(|n| n.0);
+    if nodes.iter().enumerate().any(|(i, n)| n.0 as usize != i) {
+        // Sparse node ids cannot form a core Topology; leave CPU nodes unknown.
+        return Ok(None);
+    }
+    let n = nodes.len();
+    Ok(Some(Topology {
+        nodes: nodes
+            .into_iter()
+            .map(|(id, mem_kb, cpus)| NodeInfo {
+                id: NodeId(id as u16),
+                cpus,
+                mem_bytes: mem_kb * 1024,
+            })
+            .collect(),
+        distances: (0..n)
+            .map(|i| (0..n).map(|j| if i == j { 10 } else { 20 }).collect())
+            .collect(),
+        smt: 1,
+    }))
+}
+
+/// Kernel CPU list syntax: `0-3,8,10-11`.
+pub fn parse_cpu_list(s: &str) -> Result<Vec<CpuId>, String> {
+    let mut v = Vec::new();
+    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
+        let bad = || format!("bad CPU list '{s}': expected e.g. 0-3,8");
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a, b),
+            None => (part, part),
+        };
+        let a: u32 = a.trim().parse().map_err(|_| bad())?;
+        let b: u32 = b.trim().parse().map_err(|_| bad())?;
+        if b < a {
+            return Err(bad());
+        }
+        v.extend((a..=b).map(CpuId));
+    }
+    Ok(v)
+}
+
+/// The host's topology from `/sys/devices/system/node` (or a copy of it under `root`):
+/// `nodeN/cpulist`, `nodeN/distance`; memory is not read. Node ids must be dense.
+pub fn topology_from_sysfs(root: impl AsRef<Path>) -> Result<Topology, Error> {
+    let root = root.as_ref();
+    let rd = std::fs::read_dir(root).map_err(|e| Error::new(root, format!("cannot list: {e}")))?;
+    let mut ids: Vec<u16> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()?
+                .strip_prefix("node")?
+                .parse::<u16>()
+                .ok()
+        })
+        .collect();
+    ids.sort();
+    if ids.is_empty() {
+        return Err(Error::new(root, "no nodeN directories"));
+    }
+    let mut nodes = Vec::new();
+    let mut distances = Vec::new();
+    for (pos, id) in ids.iter().enumerate() {
+        if *id as usize != pos {
+            return Err(Error::new(
+                root,
+                format!("node ids are not dense (node{id} at position {pos})"),
+            ));
+        }
+        let dir = root.join(format!("node{id}"));
+        let read = |f: &str| {
+            std::fs::read_to_string(dir.join(f))
+                .map_err(|e| Error::new(dir.join(f), format!("cannot read: {e}")))
+        };
+        let cpus =
+            parse_cpu_list(&read("cpulist")?).map_err(|e| Error::new(dir.join("cpulist"), e))?;
+        let dist: Vec<u32> = read("distance")?
+            .split_whitespace()
+            .map(|d| d.parse::<u32>())
+            .collect::<Result<_, _>>()
+            .map_err(|e| Error::new(dir.join("distance"), format!("not a list of numbers: {e}")))?;
+        nodes.push(NodeInfo {
+            id: NodeId(*id),
+            cpus,
+            mem_bytes: 0,
+        });
+        distances.push(dist);
+    }
+    let t = Topology {
+        nodes,
+        distances,
+        smt: 1,
+    };
+    t.validate().map_err(|e| Error::new(root, e.to_string()))?;
+    Ok(t)
+}
+
+/// Whether `path` starts with perf.data's magic (`PERFILE2`, either byte order).
+pub fn is_perf_file(path: impl AsRef<Path>) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 8];
+    File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && (&magic == b"PERFILE2" || &magic == b"2ELIFREP")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_src_levels() {
+        let lvl = |bits: u64| bits << MEM_LVL_SHIFT;
+        let num =
+            |n: u64, remote: bool| (n << MEM_LVLNUM_SHIFT) | ((remote as u64) << MEM_REMOTE_SHIFT);
+        // The page-fault samples of tests/data: everything N/A.
+        assert_eq!(data_source(0x1e05080021), None);
+        assert_eq!(data_src_is_write(0x1e05080021), None);
+        assert_eq!(
+            data_source(lvl(MEM_LVL_HIT | MEM_LVL_LOC_RAM)),
+            Some(DataSource::LocalDram)
+        );
+        assert_eq!(
+            data_source(lvl(MEM_LVL_HIT | MEM_LVL_REM_RAM1)),
+            Some(DataSource::RemoteDram)
+        );
+        assert_eq!(
+            data_source(lvl(MEM_LVL_HIT | MEM_LVL_REM_CCE2)),
+            Some(DataSource::RemoteCache)
+        );
+        assert_eq!(
+            data_source(lvl(MEM_LVL_HIT | MEM_LVL_L1)),
+            Some(DataSource::PrivateCache)
+        );
+        assert_eq!(
+            data_source(lvl(MEM_LVL_HIT | MEM_LVL_L3)),
+            Some(DataSource::LocalLlc)
+        );
+        // A miss without the level that served it says nothing.
+        assert_eq!(data_source(lvl(0x04 | MEM_LVL_L3)), None);
+        // lvl_num wins: RAM remote.
+        assert_eq!(
+            data_source(num(LVLNUM_RAM, true) | lvl(MEM_LVL_HIT | MEM_LVL_LOC_RAM)),
+            Some(DataSource::RemoteDram)
+        );
+        assert_eq!(
+            data_source(num(LVLNUM_L3, true)),
+            Some(DataSource::RemoteCache)
+        );
+        assert_eq!(
+            data_source(num(LVLNUM_ANY_CACHE, false)),
+            Some(DataSource::LocalLlc)
+        );
+        assert_eq!(data_src_is_write(MEM_OP_STORE), Some(true));
+        assert_eq!(data_src_is_write(MEM_OP_LOAD), Some(false));
+    }
+
+    #[test]
+    fn decode_handles_every_layout_part() {
+        // IP | TID | READ(group, id, lost) | CALLCHAIN | WEIGHT_STRUCT | DATA_SRC | PHYS_ADDR | DATA_PAGE_SIZE
+        let l = SampleLayout {
+            sample_type: SAMPLE_IP
+                | SAMPLE_TID
+                | SAMPLE_READ
+                | SAMPLE_CALLCHAIN
+                | SAMPLE_WEIGHT_STRUCT
+                | SAMPLE_DATA_SRC
+                | SAMPLE_PHYS_ADDR
+                | SAMPLE_DATA_PAGE_SIZE,
+            read_format: FORMAT_GROUP | FORMAT_ID | FORMAT_LOST,
+            ..Default::default()
+        };
+        let mut b = Vec::new();
+        let mut p = |v: u64| b.extend_from_slice(&v.to_le_bytes());
+        p(0x1234); // ip
+        p((7u64 << 32) | 5); // pid 5, tid 7
+        p(2); // read nr
+        for v in [10, 11, 12, 20, 21, 22] {
+            p(v); // value, id, lost ×2
+        }
+        p(1); // callchain nr
+        p(0xdead);
+        p((3u64 << 32) | 250); // weight var1 250, ins_lat 3
+        p(0x42); // data_src
+        p(0x9000); // phys
+        p(2 << 20); // data page size
+        let s = decode_sample(&b, &l).unwrap();
+        assert_eq!(s.ip, Some(0x1234));
+        assert_eq!((s.pid, s.tid), (Some(5), Some(7)));
+        assert_eq!((s.weight, s.ins_lat), (Some(250), Some(3)));
+        assert_eq!(s.data_src, Some(0x42));
+        assert_eq!(s.phys_addr, Some(0x9000));
+        assert_eq!(s.data_page_size, Some(2 << 20));
+        // Truncated: the error names the field.
+        let e = decode_sample(&b[..b.len() - 4], &l).unwrap_err();
+        assert!(e.contains("data_page_size"), "{e}");
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(
+            parse_cpu_list("0-2,5\n").unwrap(),
+            vec![CpuId(0), CpuId(1), CpuId(2), CpuId(5)]
+        );
+        assert!(parse_cpu_list("3-1").is_err());
+        assert!(parse_cpu_list("x").is_err());
+    }
+}

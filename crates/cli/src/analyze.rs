@@ -1,0 +1,63 @@
+//! `numalab analyze FILE`: a perf.data file or a numalab sample file (Arrow IPC stream, as
+//! `numalab sim --samples-out` writes) through numalab-analyze's report.
+
+use anyhow::{Context, Result};
+use clap::Args;
+use numalab_analyze::perf::{PerfOptions, PerfReader};
+use numalab_analyze::{analyze, render_text, Options, SampleReader, SampleSource};
+use std::path::PathBuf;
+
+#[derive(Args, Clone, Debug)]
+pub struct AnalyzeArgs {
+    /// perf.data (perf mem / perf record -d / perf c2c) or a numalab .arrows sample file.
+    pub file: PathBuf,
+    /// Machine whose CPU → node map applies to a perf.data file without a topology section
+    /// (a preset, .toml or hwloc .xml; default: the file's own, else this host's sysfs).
+    #[arg(long, short = 'm')]
+    pub machine: Option<String>,
+    /// Hot page threshold, % of samples (policies.md §0).
+    #[arg(long, default_value_t = 6.0)]
+    pub hot_page_percent: f64,
+    /// Pages, mappings and regions listed.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+    /// Write the report as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+pub fn run(a: AnalyzeArgs) -> Result<()> {
+    crate::output::check_writable(a.json.as_deref())?;
+    let path = a.file.to_string_lossy().into_owned();
+    if !a.file.exists() {
+        anyhow::bail!("{path}: no such file");
+    }
+    let mut source: Box<dyn SampleSource> = if numalab_analyze::perf::is_perf_file(&path) {
+        let topology = match &a.machine {
+            Some(m) => Some(numalab_machine::load(m)?.topology),
+            None => None,
+        };
+        Box::new(PerfReader::open(
+            &path,
+            PerfOptions {
+                topology,
+                ..Default::default()
+            },
+        )?)
+    } else {
+        Box::new(SampleReader::open(&path)?)
+    };
+    let opts = Options {
+        hot_page_threshold_pct: a.hot_page_percent,
+        top: a.top,
+        ..Default::default()
+    };
+    let report = analyze(source.as_mut(), &opts)?;
+    print!("{}", render_text(&report));
+    if let Some(p) = &a.json {
+        std::fs::write(p, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", p.display()))?;
+        eprintln!("wrote {}", p.display());
+    }
+    Ok(())
+}
