@@ -297,24 +297,30 @@ impl AreaHeader {
         };
         match claim.compare_exchange(CLAIM_MARKED, CLAIM_BUSY, AcqRel, Acquire) {
             Ok(_) => {
+                // Restore the protection first, then move: on Linux 6.1 to 6.4 move_pages does
+                // not see PROT_NONE-mapped pages at all (follow_page() treats them like NUMA
+                // hinting entries and fails with ENOENT: upstream 474098edac26, fixed in 6.5 by
+                // d74943a2f3cd, never backported to 6.1). Moving an accessible page is the same
+                // on every kernel; a thread that accesses it between the two calls just does not
+                // fault, and the migration itself is transparent to concurrent accesses.
                 match self.granularity {
                     Granularity::Page => {
                         let idx = (addr - self.start) / page;
+                        self.restore_page(idx, page);
                         if !unmarking {
                             self.move_one(self.start + idx * page);
                         }
-                        self.restore_page(idx, page);
                     }
                     Granularity::Area => {
-                        if !unmarking {
-                            self.move_all();
-                        }
                         if !self.restore_all(page) {
                             G.counters.add(
                                 &G.counters.protect_failures,
                                 &self.counters.protect_failures,
                                 1,
                             );
+                        }
+                        if !unmarking {
+                            self.move_all();
                         }
                     }
                 }

@@ -3,9 +3,11 @@
 //!
 //! [`mark`] protects a range with `mprotect(PROT_NONE)` and registers it. The first access to a
 //! marked page raises SIGSEGV; the handler finds the area, asks the kernel which node the touching
-//! CPU belongs to (`getcpu`), moves the touched page ([`Granularity::Page`]) or the whole area
-//! ([`Granularity::Area`]) there with `move_pages(..., MPOL_MF_MOVE)`, restores the original
-//! protection and returns, so the access retries and succeeds. Faults outside numalab's areas go
+//! CPU belongs to (`getcpu`), restores the original protection of the touched page
+//! ([`Granularity::Page`]) or of the whole area ([`Granularity::Area`]), moves it there with
+//! `move_pages(..., MPOL_MF_MOVE)` and returns, so the access retries and succeeds. (Protection
+//! comes back before the move because Linux 6.1 to 6.4 `move_pages` cannot see PROT_NONE-mapped
+//! pages.) Faults outside numalab's areas go
 //! to the handler installed before ours. See docs/nexttouch.md for use from Rust, from C and via
 //! `numalab run --next-touch` (LD_PRELOAD), and for the limits.
 //!
@@ -195,6 +197,10 @@ pub fn area_stats(id: AreaId) -> Option<AreaStats> {
 
 /// The node each page of `pages` is on now (move_pages query): `Ok(node)` or `Err(-errno status)`.
 /// For tests and benchmarks; the handler never calls this.
+///
+/// A page that is still marked (mapped PROT_NONE) reads as `Err(-ENOENT)` on Linux 6.1 to 6.4,
+/// whose move_pages does not look through PROT_NONE mappings (see docs/nexttouch.md); query it
+/// after it was touched or unmarked.
 pub fn page_nodes(pages: &[usize]) -> Result<Vec<Result<u32, i32>>, Error> {
     let ptrs: Vec<*mut std::ffi::c_void> =
         pages.iter().map(|&p| p as *mut std::ffi::c_void).collect();

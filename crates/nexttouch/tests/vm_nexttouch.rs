@@ -40,6 +40,37 @@ fn buf_on(node: (u32, usize), pages: usize, seed: u64) -> Buf {
     b
 }
 
+/// Unmarks on drop, so a failing test does not leave its area marked after its buffer is unmapped
+/// (the next test's buffer would then overlap it and every later `mark` fail with `Overlap`).
+/// Declare it after the buffer: it is dropped first.
+struct Marked(nt::AreaId);
+impl Marked {
+    fn new(buf: &Buf, g: Granularity) -> Marked {
+        Marked(nt::mark(buf.ptr(), buf.len, g).unwrap())
+    }
+    fn stats(&self) -> nt::AreaStats {
+        nt::area_stats(self.0).unwrap()
+    }
+    fn unmark(self) {
+        nt::unmark(self.0).unwrap();
+        std::mem::forget(self);
+    }
+}
+impl Drop for Marked {
+    fn drop(&mut self) {
+        let _ = nt::unmark(self.0);
+    }
+}
+
+/// (major, minor) of the running kernel.
+fn kernel() -> (u32, u32) {
+    let r = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut it = r.trim().split(|c: char| !c.is_ascii_digit());
+    let major = it.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let minor = it.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+    (major, minor)
+}
+
 /// Run `f` on a thread pinned to `cpu`.
 fn on_cpu<R: Send>(cpu: usize, f: impl FnOnce() -> R + Send) -> R {
     std::thread::scope(|s| {
@@ -57,20 +88,41 @@ fn on_cpu<R: Send>(cpu: usize, f: impl FnOnce() -> R + Send) -> R {
 fn vm_page_touch_moves_the_page_to_the_touching_node() {
     let n = nodes();
     let buf = buf_on(n[0], 16, 1);
-    let id = nt::mark(buf.ptr(), buf.len, Granularity::Page).unwrap();
+    let m = Marked::new(&buf, Granularity::Page);
     on_cpu(n[2].1, || {
         buf.touch_read(3);
         buf.touch_read(5);
     });
-    for i in 0..16 {
-        let want = if i == 3 || i == 5 { n[2].0 } else { n[0].0 };
-        assert_eq!(node_of(buf.page_addr(i)), Ok(want), "page {i}");
+    assert_eq!(node_of(buf.page_addr(3)), Ok(n[2].0), "page 3");
+    assert_eq!(node_of(buf.page_addr(5)), Ok(n[2].0), "page 5");
+    // A page still marked is mapped PROT_NONE: Linux 6.1 to 6.4 move_pages cannot see it
+    // (docs/nexttouch.md, "Kernel versions"); later kernels report its node.
+    let marked = node_of(buf.page_addr(0));
+    if kernel() < (6, 5) {
+        assert_eq!(
+            marked,
+            Err(-libc::ENOENT),
+            "marked page 0 on {:?}",
+            kernel()
+        );
+    } else {
+        assert_eq!(marked, Ok(n[0].0), "marked page 0");
     }
-    let s = nt::area_stats(id).unwrap();
-    assert_eq!((s.touches, s.pages_moved, s.pages_still_marked), (2, 2, 14));
-    nt::unmark(id).unwrap();
+    let s = m.stats();
+    assert_eq!(
+        (
+            s.touches,
+            s.pages_moved,
+            s.pages_not_present,
+            s.pages_still_marked
+        ),
+        (2, 2, 0, 14)
+    );
+    m.unmark();
     // Unmarking does not move the untouched pages.
-    assert_eq!(node_of(buf.page_addr(0)), Ok(n[0].0));
+    for i in (0..16).filter(|&i| i != 3 && i != 5) {
+        assert_eq!(node_of(buf.page_addr(i)), Ok(n[0].0), "page {i}");
+    }
     assert!(buf.check(1));
 }
 
@@ -79,22 +131,22 @@ fn vm_page_touch_moves_the_page_to_the_touching_node() {
 fn vm_area_touch_moves_the_whole_area() {
     let n = nodes();
     let buf = buf_on(n[0], 32, 2);
-    let id = nt::mark(buf.ptr(), buf.len, Granularity::Area).unwrap();
+    let m = Marked::new(&buf, Granularity::Area);
     on_cpu(n[1].1, || buf.touch_read(30));
     for i in 0..32 {
         assert_eq!(node_of(buf.page_addr(i)), Ok(n[1].0), "page {i}");
     }
-    assert_eq!(nt::area_stats(id).unwrap().pages_moved, 32);
+    assert_eq!(m.stats().pages_moved, 32);
     assert!(buf.check(2));
-    nt::unmark(id).unwrap();
+    m.unmark();
 }
 
 #[test]
 #[ignore = "needs the multi-node VM: see docs/testing.md"]
 fn vm_threads_on_each_node_take_their_own_pages() {
     let n = nodes();
-    let buf = buf_on(n[0], 64, 3);
-    let id = nt::mark(buf.ptr(), buf.len, Granularity::Page).unwrap();
+    let buf = buf_on(n[0], 32, 3);
+    let m = Marked::new(&buf, Granularity::Page);
     let barrier = Barrier::new(4);
     std::thread::scope(|s| {
         for (k, &(_, cpu)) in n.iter().take(4).enumerate() {
@@ -102,18 +154,18 @@ fn vm_threads_on_each_node_take_their_own_pages() {
             s.spawn(move || {
                 assert!(pin_to_cpu(cpu));
                 barrier.wait();
-                for i in (k..64).step_by(4) {
+                for i in (k..32).step_by(4) {
                     buf.touch_read(i);
                 }
             });
         }
     });
-    for i in 0..64 {
+    for i in 0..32 {
         assert_eq!(node_of(buf.page_addr(i)), Ok(n[i % 4].0), "page {i}");
     }
-    assert_eq!(nt::area_stats(id).unwrap().pages_moved, 64);
+    assert_eq!(m.stats().pages_moved, 32);
     assert!(buf.check(3));
-    nt::unmark(id).unwrap();
+    m.unmark();
 }
 
 #[test]
@@ -121,7 +173,7 @@ fn vm_threads_on_each_node_take_their_own_pages() {
 fn vm_contended_page_moves_once_to_one_toucher() {
     let n = nodes();
     let buf = buf_on(n[0], 4, 4);
-    let id = nt::mark(buf.ptr(), buf.len, Granularity::Page).unwrap();
+    let m = Marked::new(&buf, Granularity::Page);
     let barrier = Barrier::new(3);
     std::thread::scope(|s| {
         for &(_, cpu) in &n[1..4] {
@@ -133,7 +185,7 @@ fn vm_contended_page_moves_once_to_one_toucher() {
             });
         }
     });
-    let s = nt::area_stats(id).unwrap();
+    let s = m.stats();
     assert_eq!(s.pages_moved, 1, "{s:?}");
     let at = node_of(buf.page_addr(2)).unwrap();
     assert!(
@@ -141,7 +193,7 @@ fn vm_contended_page_moves_once_to_one_toucher() {
         "page 2 on node {at}"
     );
     assert!(buf.check(4));
-    nt::unmark(id).unwrap();
+    m.unmark();
 }
 
 #[test]
@@ -150,7 +202,7 @@ fn vm_phase_signal_marks_the_process_and_pages_follow_the_toucher() {
     const NAME: &str = "vm_phase_signal_marks_the_process_and_pages_follow_the_toucher";
     if is_child(NAME) {
         let n = nodes();
-        let buf = buf_on(n[0], 128, 5);
+        let buf = buf_on(n[0], 32, 5);
         // The constructor started phase mode (NUMALAB_NEXT_TOUCH=1); SIGUSR2 is the default signal.
         unsafe { libc::raise(libc::SIGUSR2) };
         let mut waited = 0;
@@ -160,7 +212,7 @@ fn vm_phase_signal_marks_the_process_and_pages_follow_the_toucher() {
             assert!(waited < 3000, "the helper thread never ran a phase");
         }
         on_cpu(n[3].1, || assert!(buf.check(5)));
-        for i in 0..128 {
+        for i in 0..32 {
             assert_eq!(node_of(buf.page_addr(i)), Ok(n[3].0), "page {i}");
         }
         println!("child ok: {:?}", nt::stats());
@@ -187,8 +239,16 @@ fn vm_phase_signal_marks_the_process_and_pages_follow_the_toucher() {
 fn vm_bench_prints_ratios() {
     // A measurement, not a check: prints next-touch per page against one synchronous move_pages.
     nodes();
-    let r = numalab_nexttouch::bench::run(2048, 5);
-    println!("{}", r.render());
+    // 256 pages x 3 rounds (8 s on 6.12, 2 s on 6.1): in the emulated VM one move_pages call
+    // costs about 8 ms on 6.12 (0.1 ms on 6.1), and the per-call variants make 2 x pages x rounds
+    // calls; 2048 x 5 took 143 s on 6.12. Run the nt_bench example in the VM for bigger runs.
+    let r = numalab_nexttouch::bench::run(256, 3);
+    // On stderr directly: libtest captures println! of passing tests, and the VM log should keep
+    // the numbers (docs/nexttouch.md records them).
+    {
+        use std::io::Write;
+        let _ = write!(std::io::stderr(), "{}", r.render());
+    }
     assert!(
         r.from_node != r.to_node,
         "the bench should move between nodes in the VM"
