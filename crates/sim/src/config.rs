@@ -1,5 +1,6 @@
 //! Run configuration of the simulator.
 
+use crate::os::numa_balancing::NumaBalancingParams;
 use crate::os::ThpMode;
 use crate::pinning::Pinning;
 use numalab_core::{MemPolicy, Policy};
@@ -20,6 +21,8 @@ pub struct SimConfig {
     /// The task policy every task starts with (set_mempolicy before exec).
     pub task_policy: MemPolicy,
     pub thp: ThpMode,
+    /// Automatic NUMA balancing (`kernel.numa_balancing` and its tunables); None = off.
+    pub numa_balancing: Option<NumaBalancingParams>,
     /// Simulated length of one epoch: traffic of an epoch sets latencies of the next.
     pub epoch_ns: f64,
     /// One access sample every this many memory references (0: sampler off).
@@ -48,6 +51,7 @@ impl Default for SimConfig {
             pinning: Pinning::None,
             task_policy: MemPolicy::Default,
             thp: ThpMode::Never,
+            numa_balancing: None,
             epoch_ns: 20_000.0,
             sample_period: 4099,
             max_samples: 1_000_000,

@@ -34,8 +34,14 @@ pub enum SimError {
 }
 
 /// Page-table entries live in a separate part of the (line) address space so that walk
-/// references compete for the caches like data does.
-const PT_LINE_BASE: u64 = 1 << 56;
+/// references compete for the caches like data does. Below the caches' key limit of 2^55 - 1
+/// with the size index at bit 50 and a leaf index below 2^49; data lines (addresses below
+/// 2^59) stay under it.
+const PT_LINE_BASE: u64 = 1 << 53;
+
+/// How many ops ahead of the one executing the engine prefetches a reference's private cache
+/// set (host-side only: no effect on results).
+const PREFETCH_AHEAD_OPS: usize = 8;
 
 /// Figures copied out of the machine description for the hot path.
 struct Params {
@@ -151,6 +157,10 @@ impl Simulator {
             cfg.task_policy.clone(),
             cfg.seed,
         );
+        if let Some(nb) = &cfg.numa_balancing {
+            nb.validate().map_err(SimError::Policy)?;
+            os.enable_numa_balancing(nb.clone(), &machine.os);
+        }
         let specs = workload.build(&mut BuildSpace { os: &mut os });
         let c = &machine.core;
         let threads = specs
@@ -289,6 +299,9 @@ impl Simulator {
                 next_khugepaged += self.cfg.khugepaged_interval_ns;
                 self.khugepaged();
             }
+            if self.sh.os.numab.is_some() {
+                self.numa_balancing_tick();
+            }
             let mut ticked = false;
             for (i, pol) in policies.iter_mut().enumerate() {
                 if self.now >= next_tick[i] {
@@ -395,6 +408,12 @@ impl Simulator {
                 continue;
             }
             let op = th.ops[th.pos];
+            // The host-cache lines of the private cache set that a later reference will search
+            // are requested now, so that the misses of several references overlap instead of
+            // each one waiting on host memory in turn.
+            if let Some(Op::Access { addr, .. }) = th.ops.get(th.pos + PREFETCH_AHEAD_OPS) {
+                th.l2.prefetch(addr >> 6);
+            }
             th.pos += 1;
             match op {
                 Op::Access { addr, kind } => access(th, sh, addr, kind)?,
@@ -424,6 +443,37 @@ impl Simulator {
             }
         }
         Ok(())
+    }
+
+    /// Automatic NUMA balancing's scheduler tick (os/numa_balancing.rs): scanning time goes to
+    /// the scanning thread, protected ranges are flushed, task moves and swaps are applied.
+    fn numa_balancing_tick(&mut self) {
+        let ticks: Vec<crate::os::numa_balancing::TaskTick> = self
+            .threads
+            .iter()
+            .map(|t| crate::os::numa_balancing::TaskTick {
+                thread: t.id,
+                mm: t.task,
+                cpu: t.cpu,
+                // a thread's clock may run ahead of the tick: count CPU time up to now only
+                runtime_ns: t.clock.min(self.now) - t.s.barrier_wait_ns,
+                live: !t.finished,
+            })
+            .collect();
+        let out = self.sh.os.numa_balancing_tick(self.now, &ticks);
+        for (t, ns) in out.scan_ns {
+            let th = &mut self.threads[t as usize];
+            th.clock += ns;
+            th.s.numa_scan_ns += ns;
+        }
+        for (task, start, len) in out.flush {
+            self.shootdown(task, start, len);
+        }
+        let moves = out.moves.into_iter().map(|(t, cpu)| Action::MoveThread {
+            thread: ThreadId(t),
+            cpu,
+        });
+        self.apply(moves.collect());
     }
 
     fn khugepaged(&mut self) {
@@ -658,6 +708,7 @@ impl Simulator {
             splits: sh.os.vm.thp_split_page,
             promotions: sh.os.vm.thp_collapse_alloc,
             vmstat: sh.os.vm.clone(),
+            numa_balancing: sh.os.numa_balancing_report(),
             policy_ns,
             timeline,
             samples_taken: sh.samples_taken,
@@ -881,7 +932,24 @@ fn slow_path(
             }
         }
     }
-    if sh.os.pt.get(addr).prot_none() {
+    if sh.os.pt.get(addr).prot_none() && sh.os.numab.is_some() {
+        // NUMA balancing hint fault (os/numa_balancing.rs): cost, copies and flushes reported
+        let h = sh.os.numa_hint_fault(&crate::os::numa_balancing::HintFault {
+            thread: th.id,
+            mm: th.task,
+            cpu: th.cpu,
+            nid: th.node,
+            addr,
+            now_ns: th.clock,
+        });
+        for (from, to, bytes) in h.copies {
+            sh.mem.copy(from, to, bytes);
+        }
+        for (s, sz) in h.invalidate {
+            th.tlb.invalidate(s, sz);
+        }
+        ns += h.ns;
+    } else if sh.os.pt.get(addr).prot_none() {
         sh.os.pt.set_prot_none(start, size, false);
         ns += sh.p.fault_ns[0];
     }

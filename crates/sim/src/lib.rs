@@ -16,6 +16,8 @@ pub mod results;
 
 pub use config::{Progress, SimConfig};
 pub use engine::{simulate, SimError, Simulator};
+pub use os::numa_balancing::{NumaBalancingParams, NumaBalancingReport};
+pub use os::thp_split_ext::{SplitTrigger, ThpSplitParams};
 pub use os::ThpMode;
 pub use pinning::Pinning;
 pub use results::SimResult;

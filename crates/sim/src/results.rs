@@ -1,5 +1,6 @@
 //! What a simulation run reports (reference/workloads.md §6, policies.md §0).
 
+use crate::os::numa_balancing::NumaBalancingReport;
 use crate::os::VmStat;
 use numalab_core::AccessSample;
 use serde::{Deserialize, Serialize};
@@ -35,6 +36,8 @@ pub struct ThreadStats {
     pub walk_private_misses: u64,
     pub faults: u64,
     pub next_touch_migrations: u64,
+    /// Time spent protecting pages for NUMA balancing (task_numa_work), ns.
+    pub numa_scan_ns: f64,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -112,6 +115,8 @@ pub struct SimResult {
     pub links: Vec<LinkStats>,
     pub phases: Vec<PhaseStats>,
     pub vmstat: VmStat,
+    /// Automatic NUMA balancing's end state (per task and mm), when it was on.
+    pub numa_balancing: Option<NumaBalancingReport>,
     pub migrated_pages: u64,
     pub splits: u64,
     pub promotions: u64,

@@ -1,86 +1,56 @@
 //! Set-associative cache of 64-byte lines with true LRU replacement (private caches, LLCs),
 //! and the set-array engine ([`WaySets`]) that the TLB pools share.
 //!
-//! This sits on the simulator's hottest path, so it is flat arrays and nothing else: no
-//! allocation after construction, power-of-two sets indexed by the key's low bits.
+//! This sits on the simulator's hottest path, and with 16 private caches and several LLCs the
+//! simulated tag state is larger than the host's caches, so the layout is chosen to touch as
+//! few host cache lines per access as possible. No allocation after construction;
+//! power-of-two sets indexed by the key's low bits.
 //!
-//! Layout, per way: a `u64` tag (for the cache, the line number with bit 63 as the dirty bit;
-//! a line number is an address >> 6 and stays below 2^63 - 1), a `u8` of caller metadata (the
-//! simulator stores the line's home node) and a `u32` age stamp; per set, a row of one-byte tag
-//! fingerprints. Replacement is **true LRU** by stamps: every access writes the array's running
-//! clock into the way it touches, and a miss replaces the way with the smallest stamp (empty
-//! ways have stamp 0 and go first; wide sets find the oldest way four stamps at a time). When
-//! the clock reaches 2^31, the stamps of each set are renumbered by rank (order kept), once per
-//! 2^31 accesses. Sets wider than 24 ways (large fully associative TLBs) keep true LRU as a
-//! doubly linked list per set instead, so that a miss finds its victim without a scan.
+//! Layout: each set is one 64-byte-aligned block of `set_words` words:
 //!
-//! Search: sets of up to 4 ways compare all their tags without branches; wider sets compare
-//! 16 fingerprints at once (SSE2) and check the full tag only where a fingerprint matches (a
-//! false match costs one extra compare, 1 in 256 per way). The common associativities (2, 4,
-//! 8, 12, 16, 20, 24) get code specialised for their way count. Each array also remembers the last key
-//! it was asked for, so a run of accesses to one line or page (streams) skips the search.
+//! * a header of `groups` × 16 one-byte tag fingerprints, then `groups` × 16 one-byte LRU
+//!   ranks (`groups = ⌈ways / 16⌉`; up to 32 ways the header is 64 bytes: one host line);
+//! * then `ways` `u64` tags: bits 0..55 the key, bits 55..63 the caller's metadata (the
+//!   simulator stores the line's home node), bit 63 an owner bit (the cache's dirty bit).
+//!
+//! A lookup compares 16 fingerprints at once (SSE2) and checks the full tag only where one
+//! matches (a false match costs one extra compare, 1 in 256 per way), so a hit reads the
+//! header line and one tag line, and a miss the header line and the victim's tag line.
+//!
+//! Replacement is **true LRU** by rank: the ranks of a set are always a permutation of
+//! `0..ways`, 0 the most recently used; empty ways hold the highest ranks, so the victim is
+//! always the way of rank `ways - 1` (an empty way if there is one). Touching a way of rank
+//! `r` increments every rank below `r` and sets it to 0, 16 ranks per SSE2 instruction.
+//! Only the order of the lines matters to the results, never which way holds which line.
+//! Each array also remembers the last key it was asked for, so a run of accesses to one line
+//! or page (streams) skips the search.
+//!
+//! No crate offers this (a fixed-geometry true-LRU set array with per-way metadata, dirty
+//! bits and eviction reports), hence the hand-written structure.
 
 /// Line size, bytes.
 pub const LINE_BYTES: u64 = 64;
 
 const DIRTY: u64 = 1 << 63;
-/// The bits of a tag that identify it (the cache's dirty bit excluded).
-const KEY_MASK: u64 = !DIRTY;
-/// Tag of an empty way; no key equals its low 63 bits.
-const EMPTY: u64 = u64::MAX;
+/// Metadata byte position in a stored tag.
+const META_SHIFT: u32 = 55;
+const META_MASK: u64 = 0xff << META_SHIFT;
+/// The bits of a tag that identify it.
+const KEY_MASK: u64 = (1 << META_SHIFT) - 1;
+/// Key bits of an empty way; no valid key equals them (keys are below `KEY_MASK`).
+const EMPTY: u64 = KEY_MASK;
 
-/// Runs `$body` with `$w` bound to `$ways`, as a literal for the common associativities, so
-/// that the set operations inlined into `$body` are unrolled for them; any other value takes
-/// the generic path.
-macro_rules! dispatch_ways {
-    ($ways:expr, |$w:ident| $body:expr) => {
-        match $ways {
-            2 => {
-                let $w: usize = 2;
-                $body
-            }
-            4 => {
-                let $w: usize = 4;
-                $body
-            }
-            8 => {
-                let $w: usize = 8;
-                $body
-            }
-            12 => {
-                let $w: usize = 12;
-                $body
-            }
-            16 => {
-                let $w: usize = 16;
-                $body
-            }
-            20 => {
-                let $w: usize = 20;
-                $body
-            }
-            24 => {
-                let $w: usize = 24;
-                $body
-            }
-            other => {
-                let $w: usize = other;
-                $body
-            }
-        }
-    };
-}
+/// Fingerprints and ranks are handled this many at a time.
+const CHUNK: usize = 16;
+/// Most ways per set: ranks are bytes, and 0xff marks the padding lanes of a rank row.
+pub(crate) const MAX_WAYS: usize = 255;
+/// Rank of a padding lane (past the last way of a set).
+const PAD_RANK: u8 = 0xff;
 
-/// Sets up to this many ways compare their tags directly (branch-free), without fingerprints.
-const DIRECT_MAX_WAYS: usize = 4;
-/// Fingerprints are compared this many at a time; a set's row is padded to a multiple of it.
-const FP_CHUNK: usize = 16;
-
-/// Bytes of a fingerprint row for `ways` ways.
-#[inline(always)]
-const fn fp_stride(ways: usize) -> usize {
-    ways.div_ceil(FP_CHUNK) * FP_CHUNK
-}
+/// 64-byte-aligned storage unit (one host cache line).
+#[repr(C, align(64))]
+#[derive(Copy, Clone, Debug)]
+struct Block([u64; 8]);
 
 /// Fingerprint of a key: its top byte after a multiplicative hash (all key bits count).
 #[inline(always)]
@@ -88,126 +58,94 @@ fn fingerprint(key: u64) -> u8 {
     (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u8
 }
 
-/// Bit `i` set where `chunk[i] == fp`.
-#[inline(always)]
-fn match16(chunk: &[u8; FP_CHUNK], fp: u8) -> u32 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{
-            _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8,
-        };
-        // SAFETY: SSE2 is part of the x86_64 baseline; the load reads the 16 bytes of `chunk`.
-        unsafe {
-            let v = _mm_loadu_si128(chunk.as_ptr().cast());
-            _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(fp as i8))) as u32
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let mut m = 0u32;
-        for (i, &b) in chunk.iter().enumerate() {
-            m |= ((b == fp) as u32) << i;
-        }
-        m
-    }
-}
+/// The byte-row operations on 16 lanes, SSE2 on x86-64 (part of its baseline), scalar
+/// elsewhere.
+mod lanes {
+    use super::CHUNK;
 
-/// Way of one set holding `key` (`tags[i] & KEY_MASK == key`), if any; tags within a set are
-/// distinct. `fps` is the set's fingerprint row.
-#[inline(always)]
-fn find_in_set(fps: &[u8], tags: &[u64], key: u64) -> Option<usize> {
-    let w = tags.len();
-    if w <= DIRECT_MAX_WAYS {
-        let mut m = 0u32;
-        for (i, &t) in tags.iter().enumerate() {
-            m |= ((t & KEY_MASK == key) as u32) << i;
-        }
-        return if m != 0 {
-            Some(m.trailing_zeros() as usize)
-        } else {
-            None
-        };
-    }
-    let fp = fingerprint(key);
-    for (c, chunk) in fps[..fp_stride(w)].chunks_exact(FP_CHUNK).enumerate() {
-        let mut m = match16(chunk.try_into().unwrap(), fp);
-        while m != 0 {
-            let i = c * FP_CHUNK + m.trailing_zeros() as usize;
-            if i < w && tags[i] & KEY_MASK == key {
-                return Some(i);
+    /// Bit `i` set where `row[i] == v`.
+    #[inline(always)]
+    pub fn eq_mask(row: &[u8; CHUNK], v: u8) -> u32 {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::*;
+            // SAFETY: SSE2 is part of the x86_64 baseline; the load reads the 16 bytes of `row`.
+            unsafe {
+                let x = _mm_loadu_si128(row.as_ptr().cast());
+                _mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8(v as i8))) as u32
             }
-            m &= m - 1;
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let mut m = 0u32;
+            for (i, &b) in row.iter().enumerate() {
+                m |= ((b == v) as u32) << i;
+            }
+            m
         }
     }
-    None
-}
 
-/// The least recently used way of one set: the smallest stamp (an empty way, stamp 0, if
-/// there is one).
-#[inline(always)]
-fn lru_way(stamps: &[u32]) -> usize {
-    #[cfg(target_arch = "x86_64")]
-    if stamps.len() >= 8 {
-        return lru_way_sse2(stamps);
-    }
-    let mut best = 0;
-    let mut best_stamp = stamps[0];
-    for (i, &s) in stamps.iter().enumerate().skip(1) {
-        let less = s < best_stamp;
-        best = if less { i } else { best };
-        best_stamp = if less { s } else { best_stamp };
-    }
-    best
-}
-
-/// [`lru_way`] four ways at a time: per lane, the smallest stamp seen and its way. Stamps stay
-/// below 2^31 (see `STAMP_LIMIT`), so SSE2's signed 32-bit compare orders them.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn lru_way_sse2(stamps: &[u32]) -> usize {
-    use std::arch::x86_64::*;
-    let chunks = stamps.chunks_exact(4);
-    let tail = chunks.remainder();
-    // SAFETY: SSE2 is part of the x86_64 baseline; each load reads one 4-stamp chunk.
-    let (mut best, mut best_stamp) = unsafe {
-        let mut min = _mm_set1_epi32(i32::MAX);
-        let mut arg = _mm_setzero_si128();
-        let mut idx = _mm_setr_epi32(0, 1, 2, 3);
-        let four = _mm_set1_epi32(4);
-        for c in chunks {
-            let v = _mm_loadu_si128(c.as_ptr().cast());
-            let lt = _mm_cmplt_epi32(v, min);
-            min = _mm_or_si128(_mm_and_si128(lt, v), _mm_andnot_si128(lt, min));
-            arg = _mm_or_si128(_mm_and_si128(lt, idx), _mm_andnot_si128(lt, arg));
-            idx = _mm_add_epi32(idx, four);
+    /// Adds 1 to every lane below `r` (`r >= 1`; padding lanes, 0xff, are never below).
+    #[inline(always)]
+    pub fn inc_below(row: &mut [u8; CHUNK], r: u8) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::*;
+            // SAFETY: SSE2 baseline; loads and stores the 16 bytes of `row`.
+            unsafe {
+                let x = _mm_loadu_si128(row.as_ptr().cast());
+                // x < r  <=>  min(x, r - 1) == x (unsigned)
+                let lt = _mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8((r - 1) as i8)), x);
+                _mm_storeu_si128(row.as_mut_ptr().cast(), _mm_sub_epi8(x, lt));
+            }
         }
-        let mut m = [0u32; 4];
-        let mut a = [0u32; 4];
-        _mm_storeu_si128(m.as_mut_ptr().cast(), min);
-        _mm_storeu_si128(a.as_mut_ptr().cast(), arg);
-        let mut best = a[0] as usize;
-        let mut best_stamp = m[0];
-        for l in 1..4 {
-            let less = m[l] < best_stamp;
-            best = if less { a[l] as usize } else { best };
-            best_stamp = if less { m[l] } else { best_stamp };
+        #[cfg(not(target_arch = "x86_64"))]
+        for b in row.iter_mut() {
+            *b += (*b < r) as u8;
         }
-        (best, best_stamp)
-    };
-    let base = stamps.len() - tail.len();
-    for (i, &s) in tail.iter().enumerate() {
-        let less = s < best_stamp;
-        best = if less { base + i } else { best };
-        best_stamp = if less { s } else { best_stamp };
     }
-    best
+
+    /// Subtracts 1 from every lane above `r`, padding lanes (0xff) excepted.
+    #[inline(always)]
+    pub fn dec_above(row: &mut [u8; CHUNK], r: u8) {
+        for b in row.iter_mut() {
+            *b -= (*b > r && *b != super::PAD_RANK) as u8;
+        }
+    }
 }
 
-/// Sets wider than this keep recency in a linked list instead of stamps (list mode).
-const STAMP_MAX_WAYS: usize = 24;
+/// Result of [`WaySets::access`]: the way used and, on a miss, what it held before.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct WayAccess {
+    pub hit: bool,
+    /// Index of the way (into the whole array: `set * ways + way`).
+    pub idx: usize,
+    /// Miss only: the replaced way's tag without its metadata (key | owner bit; see
+    /// [`WaySets::is_empty_tag`]) and its metadata.
+    pub victim_tag: u64,
+    pub victim_meta: u8,
+}
 
-/// Stamps are renumbered before the clock reaches this (so they fit a signed 32-bit lane).
-const STAMP_LIMIT: u32 = i32::MAX as u32;
+/// A set-associative array of keys with per-way metadata and true LRU replacement: the
+/// engine of [`SetAssocCache`] and of the TLB pools. Keys must be below 2^55 - 1; bit 63 of a
+/// stored tag is free for the owner (the cache's dirty bit) and ignored by lookups.
+#[derive(Clone, Debug)]
+pub(crate) struct WaySets {
+    /// `sets * set_words / 8` blocks; set `s` starts at word `s * set_words`.
+    blocks: Box<[Block]>,
+    set_words: usize,
+    /// Chunks of 16 lanes in a fingerprint or rank row.
+    groups: usize,
+    set_mask: u64,
+    ways: usize,
+    /// The key of the last access and its way: it is already the most recent of its set, so
+    /// repeating it (streams, several references to one line or page) skips the search.
+    /// `EMPTY` when unknown.
+    last_key: u64,
+    last_idx: usize,
+    /// Word offset of the last access's tag (saves a division on the repeat path).
+    last_word: usize,
+}
 
 /// Largest power of two ≤ `x`, at least 1.
 #[inline]
@@ -219,153 +157,123 @@ fn prev_power_of_two(x: u64) -> u64 {
     }
 }
 
-/// Result of [`WaySets::access`]: the way used and, on a miss, what it held before.
-#[derive(Copy, Clone, Debug)]
-pub(crate) struct WayAccess {
-    pub hit: bool,
-    /// Index of the way (into the whole array).
-    pub idx: usize,
-    /// Miss only: the replaced way's tag (`EMPTY` if it was free) and metadata.
-    pub victim_tag: u64,
-    pub victim_meta: u8,
-}
-
-/// A set-associative array of `u64` keys with per-way metadata and true LRU replacement: the
-/// engine of [`SetAssocCache`] and of the TLB pools. Keys must be below 2^63 - 1; bit 63 of a
-/// stored tag is free for the owner (the cache's dirty bit) and ignored by lookups.
-#[derive(Clone, Debug)]
-pub(crate) struct WaySets {
-    /// `sets * ways` tags, set-major (`EMPTY` or key | owner bit 63).
-    tags: Box<[u64]>,
-    /// Fingerprint of each way's key, `fp_stride(ways)` bytes per set (stale where the way is
-    /// empty: the tag check rejects those). Unused up to `DIRECT_MAX_WAYS` ways.
-    fps: Box<[u8]>,
-    /// Metadata of each way, parallel to `tags`.
-    meta: Box<[u8]>,
-    /// Age stamp of each way (0 = empty), parallel to `tags`; empty in list mode.
-    stamps: Box<[u32]>,
-    /// List mode (sets wider than `STAMP_MAX_WAYS`): recency is a doubly linked list per set,
-    /// most recent first, so the victim is found in O(1) rather than by scanning the stamps.
-    /// `next`/`prev` hold way numbers within the set; `head` (MRU) and `tail` (LRU) are per
-    /// set. Empty ways are kept at the tail. All four are empty in stamp mode.
-    list: bool,
-    next: Box<[u16]>,
-    prev: Box<[u16]>,
-    head: Box<[u16]>,
-    tail: Box<[u16]>,
-    set_mask: u64,
-    ways: usize,
-    /// Next stamp; greater than every stamp in use (renumbered before it reaches
-    /// `STAMP_LIMIT`).
-    clock: u32,
-    /// The key of the last access and its way: it already has the newest stamp, so repeating
-    /// it (streams, several references to one line or page) skips the search. `EMPTY` when
-    /// unknown.
-    last_key: u64,
-    last_idx: usize,
+/// The three parts of one set: fingerprint row, rank row (as 16-lane chunks) and tags.
+struct SetView<'a> {
+    fps: &'a mut [[u8; CHUNK]],
+    ranks: &'a mut [[u8; CHUNK]],
+    tags: &'a mut [u64],
 }
 
 impl WaySets {
     /// `entries` ways in all, `ways` per set. Geometry: `entries` at least 1, `ways` clamped to
     /// `1..=entries` (`ways == entries` is fully associative), `sets = entries / ways` rounded
     /// down to a power of two (at least 1), then `ways = entries / sets` so that rounding the
-    /// sets does not lose capacity. Power-of-two geometries are kept exactly.
+    /// sets does not lose capacity. Power-of-two geometries are kept exactly. A set holds at
+    /// most [`MAX_WAYS`] ways: wider requests get more sets (no preset comes close).
     pub(crate) fn new(entries: u64, ways: u64) -> Self {
         let entries = entries.max(1);
         let ways = ways.clamp(1, entries);
-        let sets = prev_power_of_two(entries / ways);
+        let mut sets = prev_power_of_two(entries / ways);
+        while entries / sets > MAX_WAYS as u64 {
+            sets *= 2;
+        }
         let ways = (entries / sets) as usize;
-        let n = sets as usize * ways;
-        let fp_bytes = if ways > DIRECT_MAX_WAYS {
-            sets as usize * fp_stride(ways)
-        } else {
-            0
-        };
-        let list = ways > STAMP_MAX_WAYS && ways <= 1 << 16;
-        let (n_stamps, n_links, n_ends) = if list {
-            (0, n, sets as usize)
-        } else {
-            (n, 0, 0)
-        };
+        let groups = ways.div_ceil(CHUNK);
+        // header: fingerprints and ranks, 2 × 16 bytes per group = 4 words per group
+        let set_words = (4 * groups + ways).div_ceil(8) * 8;
         let mut a = WaySets {
-            tags: vec![EMPTY; n].into_boxed_slice(),
-            fps: vec![0u8; fp_bytes].into_boxed_slice(),
-            meta: vec![0u8; n].into_boxed_slice(),
-            stamps: vec![0u32; n_stamps].into_boxed_slice(),
-            list,
-            next: vec![0u16; n_links].into_boxed_slice(),
-            prev: vec![0u16; n_links].into_boxed_slice(),
-            head: vec![0u16; n_ends].into_boxed_slice(),
-            tail: vec![0u16; n_ends].into_boxed_slice(),
+            blocks: vec![Block([0; 8]); sets as usize * set_words / 8].into_boxed_slice(),
+            set_words,
+            groups,
             set_mask: sets - 1,
             ways,
-            clock: 1,
             last_key: EMPTY,
             last_idx: 0,
+            last_word: 0,
         };
-        a.reset_lists();
+        a.clear();
         a
     }
 
-    /// List mode: every set's list back to ways 0, 1, ..., ways - 1 (all empty).
-    fn reset_lists(&mut self) {
-        let w = self.ways;
-        for (next, prev) in self
-            .next
-            .chunks_exact_mut(w)
-            .zip(self.prev.chunks_exact_mut(w))
-        {
-            for i in 0..w {
-                next[i] = (i + 1) as u16; // the tail's `next` is never read
-                prev[i] = i.wrapping_sub(1) as u16; // nor the head's `prev`
+    #[inline(always)]
+    fn words(&mut self) -> &mut [u64] {
+        let n = self.blocks.len() * 8;
+        // SAFETY: `Block` is `repr(C)` around `[u64; 8]`, so the blocks are `n` contiguous words.
+        unsafe { std::slice::from_raw_parts_mut(self.blocks.as_mut_ptr().cast::<u64>(), n) }
+    }
+
+    #[inline(always)]
+    fn words_ref(&self) -> &[u64] {
+        let n = self.blocks.len() * 8;
+        // SAFETY: as in `words`.
+        unsafe { std::slice::from_raw_parts(self.blocks.as_ptr().cast::<u64>(), n) }
+    }
+
+    /// Set `set`, with `g` groups (a literal at the hot call sites, so loops unroll).
+    #[inline(always)]
+    fn view(&mut self, set: usize, g: usize) -> SetView<'_> {
+        let (sw, w) = (self.set_words, self.ways);
+        debug_assert!(set <= self.set_mask as usize && g == self.groups);
+        // SAFETY: `set` is masked by `set_mask`, so its `sw` words lie inside `blocks`; a set
+        // holds 4·g header words then `w` tags (`new` sized `sw` for that). The header's 32·g
+        // bytes are viewed as 2·g rows of 16 bytes (u8 has no alignment requirement); the
+        // three slices are disjoint and borrow `self` exclusively.
+        unsafe {
+            let base = self.blocks.as_mut_ptr().cast::<u64>().add(set * sw);
+            let rows = base.cast::<[u8; CHUNK]>();
+            SetView {
+                fps: std::slice::from_raw_parts_mut(rows, g),
+                ranks: std::slice::from_raw_parts_mut(rows.add(g), g),
+                tags: std::slice::from_raw_parts_mut(base.add(4 * g), w),
             }
         }
-        self.head.fill(0);
-        self.tail.fill((w - 1) as u16);
     }
 
-    /// List mode: makes way `i` of `set` the most recent.
+    /// Way of `set` holding `key`, if any.
     #[inline(always)]
-    fn list_to_front(&mut self, set: usize, i: usize) {
-        let h = self.head[set] as usize;
-        if i == h {
-            return;
+    fn find_way(fps: &[[u8; CHUNK]], tags: &[u64], key: u64) -> Option<usize> {
+        let fp = fingerprint(key);
+        for (c, row) in fps.iter().enumerate() {
+            let mut m = lanes::eq_mask(row, fp);
+            while m != 0 {
+                let i = c * CHUNK + m.trailing_zeros() as usize;
+                if i < tags.len() && tags[i] & KEY_MASK == key {
+                    return Some(i);
+                }
+                m &= m - 1;
+            }
         }
-        let base = set * self.ways;
-        let (p, n) = (self.prev[base + i], self.next[base + i]);
-        self.next[base + p as usize] = n;
-        if i == self.tail[set] as usize {
-            self.tail[set] = p;
-        } else {
-            self.prev[base + n as usize] = p;
-        }
-        self.next[base + i] = h as u16;
-        self.prev[base + h] = i as u16;
-        self.head[set] = i as u16;
+        None
     }
 
-    /// List mode: makes way `i` of `set` the least recent (the next victim).
-    fn list_to_back(&mut self, set: usize, i: usize) {
-        let t = self.tail[set] as usize;
-        if i == t {
-            return;
+    /// Makes way `i` the most recently used.
+    #[inline(always)]
+    fn touch(ranks: &mut [[u8; CHUNK]], i: usize) {
+        let r = ranks[i / CHUNK][i % CHUNK];
+        if r != 0 {
+            for row in ranks.iter_mut() {
+                lanes::inc_below(row, r);
+            }
+            ranks[i / CHUNK][i % CHUNK] = 0;
         }
-        let base = set * self.ways;
-        let (p, n) = (self.prev[base + i], self.next[base + i]);
-        self.prev[base + n as usize] = p;
-        if i == self.head[set] as usize {
-            self.head[set] = n;
-        } else {
-            self.next[base + p as usize] = n;
+    }
+
+    /// The way of rank `ways - 1`: the least recently used, or an empty way.
+    #[inline(always)]
+    fn victim(ranks: &[[u8; CHUNK]], ways: usize) -> usize {
+        let last = (ways - 1) as u8;
+        for (c, row) in ranks.iter().enumerate() {
+            let m = lanes::eq_mask(row, last);
+            if m != 0 {
+                return c * CHUNK + m.trailing_zeros() as usize;
+            }
         }
-        self.prev[base + i] = t as u16;
-        self.next[base + t] = i as u16;
-        self.tail[set] = i as u16;
+        unreachable!("the ranks of a set are a permutation of 0..ways")
     }
 
     #[inline(always)]
     pub(crate) fn len(&self) -> usize {
-        self.tags.len()
+        self.sets() * self.ways
     }
 
     #[inline(always)]
@@ -375,16 +283,25 @@ impl WaySets {
 
     #[inline(always)]
     pub(crate) fn sets(&self) -> usize {
-        self.tags.len() / self.ways
+        self.set_mask as usize + 1
+    }
+
+    /// Whether a victim tag from [`WayAccess`] or [`Self::drop_way`] is an empty way.
+    #[inline(always)]
+    pub(crate) fn is_empty_tag(tag: u64) -> bool {
+        tag & KEY_MASK == EMPTY
     }
 
     #[inline(always)]
-    pub(crate) fn is_empty_tag(tag: u64) -> bool {
-        tag == EMPTY
+    fn tag_at(&self, idx: usize) -> u64 {
+        let (set, way) = (idx / self.ways, idx % self.ways);
+        self.words_ref()[set * self.set_words + 4 * self.groups + way]
     }
 
     pub(crate) fn valid(&self) -> usize {
-        self.tags.iter().filter(|&&t| t != EMPTY).count()
+        (0..self.len())
+            .filter(|&i| !Self::is_empty_tag(self.tag_at(i)))
+            .count()
     }
 
     #[inline(always)]
@@ -392,13 +309,36 @@ impl WaySets {
         (key & self.set_mask) as usize
     }
 
+    /// Asks the host to bring the lines `key`'s set is searched in (header and tags) into its
+    /// caches ahead of an access; changes nothing.
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, key: u64) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let set = self.set_of(key);
+            let lines = self.set_words / 8;
+            for l in 0..lines {
+                // SAFETY: the pointer stays inside `blocks`; prefetching never faults.
+                unsafe {
+                    _mm_prefetch::<_MM_HINT_T0>(self.blocks.as_ptr().add(set * lines + l).cast());
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = key;
+    }
+
     /// Looks `key` up in set `key & (sets - 1)`. A hit makes the way most recently used and
-    /// ORs `bits` into its tag. A miss replaces the LRU way with `key | bits` and `meta`.
+    /// ORs `bits` (bit 63 only) into its tag. A miss replaces the LRU way (an empty one first)
+    /// with `key | bits` and `meta`.
     #[inline(always)]
     pub(crate) fn access(&mut self, key: u64, bits: u64, meta: u8) -> WayAccess {
         debug_assert!(key < KEY_MASK, "key {key:#x} out of range");
+        debug_assert!(bits & !DIRTY == 0);
         if key == self.last_key {
-            self.tags[self.last_idx] |= bits;
+            let at = self.last_word;
+            self.words()[at] |= bits;
             return WayAccess {
                 hit: true,
                 idx: self.last_idx,
@@ -406,74 +346,37 @@ impl WaySets {
                 victim_meta: 0,
             };
         }
-        let a = self.access_set(key, bits, meta);
+        let a = match self.groups {
+            1 => self.access_set::<1>(key, bits, meta),
+            2 => self.access_set::<2>(key, bits, meta),
+            _ => self.access_set_any(key, bits, meta),
+        };
         self.last_key = key;
         self.last_idx = a.idx;
+        let set = self.set_of(key);
+        self.last_word = set * self.set_words + 4 * self.groups + (a.idx - set * self.ways);
         a
     }
 
     #[inline(always)]
-    fn access_set(&mut self, key: u64, bits: u64, meta: u8) -> WayAccess {
-        let set = self.set_of(key);
-        if self.list {
-            return self.access_list(set, key, bits, meta);
-        }
-        let mut now = self.clock;
-        if now == STAMP_LIMIT {
-            self.renumber();
-            now = self.clock;
-        }
-        self.clock = now + 1;
-        dispatch_ways!(self.ways, |w| {
-            let base = set * w;
-            let tags = &mut self.tags[base..base + w];
-            let stamps = &mut self.stamps[base..base + w];
-            let fps: &mut [u8] = if w > DIRECT_MAX_WAYS {
-                let fb = set * fp_stride(w);
-                &mut self.fps[fb..fb + fp_stride(w)]
-            } else {
-                &mut []
-            };
-            if let Some(i) = find_in_set(fps, tags, key) {
-                tags[i] |= bits;
-                stamps[i] = now;
-                return WayAccess {
-                    hit: true,
-                    idx: base + i,
-                    victim_tag: 0,
-                    victim_meta: 0,
-                };
-            }
-            let v = lru_way(stamps);
-            let victim_tag = tags[v];
-            tags[v] = key | bits;
-            stamps[v] = now;
-            if w > DIRECT_MAX_WAYS {
-                fps[v] = fingerprint(key);
-            }
-            let victim_meta = std::mem::replace(&mut self.meta[base + v], meta);
-            WayAccess {
-                hit: false,
-                idx: base + v,
-                victim_tag,
-                victim_meta,
-            }
-        })
+    fn access_set<const G: usize>(&mut self, key: u64, bits: u64, meta: u8) -> WayAccess {
+        self.access_in(key, bits, meta, G)
     }
 
-    /// [`Self::access_set`] in list mode.
-    #[inline]
-    fn access_list(&mut self, set: usize, key: u64, bits: u64, meta: u8) -> WayAccess {
+    #[inline(never)]
+    fn access_set_any(&mut self, key: u64, bits: u64, meta: u8) -> WayAccess {
+        self.access_in(key, bits, meta, self.groups)
+    }
+
+    #[inline(always)]
+    fn access_in(&mut self, key: u64, bits: u64, meta: u8, g: usize) -> WayAccess {
+        let set = self.set_of(key);
         let w = self.ways;
-        let (base, fb) = (set * w, set * fp_stride(w));
-        let found = find_in_set(
-            &self.fps[fb..fb + fp_stride(w)],
-            &self.tags[base..base + w],
-            key,
-        );
-        if let Some(i) = found {
-            self.tags[base + i] |= bits;
-            self.list_to_front(set, i);
+        let base = set * w;
+        let v = self.view(set, g);
+        if let Some(i) = Self::find_way(v.fps, v.tags, key) {
+            v.tags[i] |= bits;
+            Self::touch(v.ranks, i);
             return WayAccess {
                 hit: true,
                 idx: base + i,
@@ -481,90 +384,90 @@ impl WaySets {
                 victim_meta: 0,
             };
         }
-        let v = self.tail[set] as usize;
-        let victim_tag = std::mem::replace(&mut self.tags[base + v], key | bits);
-        let victim_meta = std::mem::replace(&mut self.meta[base + v], meta);
-        self.fps[fb + v] = fingerprint(key);
-        self.list_to_front(set, v);
+        let i = Self::victim(v.ranks, w);
+        let old = std::mem::replace(&mut v.tags[i], key | bits | (meta as u64) << META_SHIFT);
+        v.fps[i / CHUNK][i % CHUNK] = fingerprint(key);
+        Self::touch(v.ranks, i);
         WayAccess {
             hit: false,
-            idx: base + v,
-            victim_tag,
-            victim_meta,
+            idx: base + i,
+            victim_tag: old & !META_MASK,
+            victim_meta: ((old & META_MASK) >> META_SHIFT) as u8,
         }
     }
 
     /// Index of the way holding `key`; changes nothing.
     #[inline]
     pub(crate) fn find(&self, key: u64) -> Option<usize> {
+        if key >= KEY_MASK {
+            return None;
+        }
         let set = self.set_of(key);
-        let base = set * self.ways;
-        let fps = if self.ways > DIRECT_MAX_WAYS {
-            &self.fps[set * fp_stride(self.ways)..]
-        } else {
-            &[]
-        };
-        find_in_set(fps, &self.tags[base..base + self.ways], key).map(|i| base + i)
+        let (sw, g, w) = (self.set_words, self.groups, self.ways);
+        let words = &self.words_ref()[set * sw..(set + 1) * sw];
+        let (hdr, rest) = words.split_at(4 * g);
+        // SAFETY: as in `view`, read-only.
+        let fps = unsafe { std::slice::from_raw_parts(hdr.as_ptr().cast::<[u8; CHUNK]>(), g) };
+        Self::find_way(fps, &rest[..w], key).map(|i| set * w + i)
     }
 
-    /// Frees way `idx`; returns its tag and metadata.
+    /// Frees way `idx` (it becomes the set's next victim); returns its tag (without the
+    /// metadata) and its metadata.
     #[inline]
     pub(crate) fn drop_way(&mut self, idx: usize) -> (u64, u8) {
         if idx == self.last_idx {
             self.last_key = EMPTY;
         }
-        let t = std::mem::replace(&mut self.tags[idx], EMPTY);
-        if self.list {
-            self.list_to_back(idx / self.ways, idx % self.ways);
-        } else {
-            self.stamps[idx] = 0;
+        let (set, i, w, g) = (idx / self.ways, idx % self.ways, self.ways, self.groups);
+        let v = self.view(set, g);
+        let old = std::mem::replace(&mut v.tags[i], EMPTY);
+        let r = v.ranks[i / CHUNK][i % CHUNK];
+        for row in v.ranks.iter_mut() {
+            lanes::dec_above(row, r);
         }
-        (t, self.meta[idx])
+        v.ranks[i / CHUNK][i % CHUNK] = (w - 1) as u8;
+        (old & !META_MASK, ((old & META_MASK) >> META_SHIFT) as u8)
     }
 
-    /// Frees every way whose key (tag without bit 63) satisfies `drop`; calls `dropped` with
-    /// each freed tag.
+    /// Frees every way whose key satisfies `drop`; calls `dropped` with each freed tag
+    /// (without metadata).
     pub(crate) fn drop_where(
         &mut self,
         mut drop: impl FnMut(u64) -> bool,
         mut dropped: impl FnMut(u64),
     ) {
-        for i in 0..self.tags.len() {
-            let t = self.tags[i];
-            if t != EMPTY && drop(t & KEY_MASK) {
-                self.drop_way(i);
+        for i in 0..self.len() {
+            let t = self.tag_at(i);
+            if !Self::is_empty_tag(t) && drop(t & KEY_MASK) {
+                let (t, _) = self.drop_way(i);
                 dropped(t);
             }
         }
     }
 
+    /// Empties every set: ranks 0..ways in way order, padding lanes marked.
     pub(crate) fn clear(&mut self) {
-        self.tags.fill(EMPTY);
-        self.stamps.fill(0);
-        self.reset_lists();
+        let (w, g) = (self.ways, self.groups);
+        for set in 0..self.sets() {
+            let v = self.view(set, g);
+            v.tags.fill(EMPTY);
+            for (c, (fr, rr)) in v.fps.iter_mut().zip(v.ranks.iter_mut()).enumerate() {
+                fr.fill(0);
+                for (l, r) in rr.iter_mut().enumerate() {
+                    let way = c * CHUNK + l;
+                    *r = if way < w { way as u8 } else { PAD_RANK };
+                }
+            }
+        }
         self.last_key = EMPTY;
     }
 
-    /// Renumbers the stamps of every set to 1..=ways by rank, keeping their order and leaving
-    /// 0 (empty) as is, and restarts the clock above them.
-    #[cold]
-    fn renumber(&mut self) {
-        let ways = self.ways;
-        let mut order: Vec<usize> = Vec::with_capacity(ways);
-        for set in self.stamps.chunks_exact_mut(ways) {
-            order.clear();
-            order.extend((0..ways).filter(|&i| set[i] != 0));
-            order.sort_unstable_by_key(|&i| set[i]);
-            for (rank, &i) in order.iter().enumerate() {
-                set[i] = rank as u32 + 1;
-            }
-        }
-        self.clock = ways as u32 + 1;
-    }
-
+    /// The ranks of set `set` in way order (tests).
     #[cfg(test)]
-    pub(crate) fn set_clock(&mut self, clock: u32) {
-        self.clock = clock;
+    fn ranks_of(&mut self, set: usize) -> Vec<u8> {
+        let (w, g) = (self.ways, self.groups);
+        let v = self.view(set, g);
+        v.ranks.iter().flatten().take(w).copied().collect()
     }
 }
 
@@ -612,7 +515,8 @@ impl SetAssocCache {
     /// two (at least 1). When that rounding drops sets (a non-power-of-two size such as 12 MiB
     /// 16-way: 12 288 sets), the ways are raised to `lines / sets` (here 8192 sets of 24 ways)
     /// so that the capacity stays `bytes`, rather than losing a third of it; [`Self::ways`]
-    /// reports the effective associativity. Power-of-two geometries are kept exactly.
+    /// reports the effective associativity. Power-of-two geometries are kept exactly. At most
+    /// 255 ways per set (see `WaySets::new`).
     pub fn new(bytes: u64, ways: u32) -> Self {
         SetAssocCache {
             sets: WaySets::new(bytes / LINE_BYTES, ways as u64),
@@ -645,6 +549,7 @@ impl SetAssocCache {
     /// Looks `line` (address >> 6) up. A hit makes it most recently used and, if `write`,
     /// dirty; the stored metadata is kept. A miss fills it (dirty if `write`) with `meta`,
     /// replacing the least recently used way of its set, and reports the replaced line.
+    /// `line` must be below 2^55 - 1 (addresses below 2^61).
     #[inline]
     pub fn access(&mut self, line: u64, write: bool, meta: u8) -> CacheOutcome {
         let a = self.sets.access(line, (write as u64) << 63, meta);
@@ -662,6 +567,12 @@ impl SetAssocCache {
                 }),
             }
         }
+    }
+
+    /// Starts loading the host lines that an access to `line` will read; changes nothing.
+    #[inline(always)]
+    pub fn prefetch(&self, line: u64) {
+        self.sets.prefetch(line)
     }
 
     /// Whether `line` is cached; changes nothing (not even recency).
@@ -961,56 +872,59 @@ mod tests {
     }
 
     #[test]
-    fn clock_wrap_keeps_lru_order() {
-        let mut c = SetAssocCache::new(4 * 64, 4); // one set, 4 ways
-        c.sets.set_clock(STAMP_LIMIT - 3);
-        for l in [10u64, 11, 12, 13] {
-            c.access(l, false, 0); // the clock wraps and the stamps are renumbered here
-        }
-        c.access(11, false, 0);
-        c.access(10, false, 0);
-        // LRU order now: 12, 13, 11, 10.
-        for (new, old) in [(20, 12), (21, 13), (22, 11), (23, 10)] {
-            assert_eq!(
-                c.access(new, false, 0),
-                miss(Some(Evicted {
-                    line: old,
-                    dirty: false,
-                    meta: 0
-                }))
-            );
-        }
-    }
-
-    #[test]
-    fn clock_wrap_keeps_lru_order_in_wide_sets() {
-        let mut c = SetAssocCache::new(16 * 64, 16); // one set, 16 ways (vector argmin)
-        c.sets.set_clock(STAMP_LIMIT - 10);
-        for l in 0..16u64 {
-            c.access(l, false, 0); // the clock is renumbered during this loop
-        }
-        for l in (0..16u64).rev() {
-            assert_eq!(c.access(l, false, 0), CacheOutcome::Hit);
-        }
-        // Touched 15, 14, ..., 0 last: 15 is the LRU, then 14, ...
-        for k in 0..16u64 {
-            assert_eq!(
-                c.access(100 + k, false, 0),
-                miss(Some(Evicted {
-                    line: 15 - k,
-                    dirty: false,
-                    meta: 0
-                }))
-            );
+    fn ranks_stay_a_permutation() {
+        // One set of 24 ways (two rank chunks): after any mix of fills, hits and
+        // invalidations the ranks are a permutation of 0..24 with the empty ways on top.
+        let mut c = SetAssocCache::new(24 * 64, 24);
+        assert_eq!((c.sets(), c.ways()), (1, 24));
+        let mut x = 12345u64;
+        for step in 0..5000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let line = x % 40;
+            if step % 7 == 3 {
+                c.invalidate(line);
+            } else {
+                c.access(line, step % 3 == 0, 0);
+            }
+            let mut r = c.sets.ranks_of(0);
+            let valid = c.valid_lines();
+            let empty_ranks_ok = (0..24).all(|i| {
+                let t = c.sets.tag_at(i);
+                WaySets::is_empty_tag(t) == (r[i] as usize >= valid)
+            });
+            assert!(empty_ranks_ok, "step {step}: empty ways must hold the top ranks");
+            r.sort_unstable();
+            assert_eq!(r, (0..24).collect::<Vec<u8>>(), "step {step}");
         }
     }
 
     #[test]
-    fn list_mode_true_lru() {
-        // 2 sets of 32 ways (list mode); even lines go to set 0.
+    fn widest_sets_are_split() {
+        // A 300-line fully associative request exceeds MAX_WAYS: 2 sets of 150 ways.
+        let c = SetAssocCache::new(300 * 64, 300);
+        assert_eq!((c.sets(), c.ways()), (2, 150));
+        let mut c = SetAssocCache::new(255 * 64, 255);
+        assert_eq!((c.sets(), c.ways()), (1, 255));
+        for l in 0..255u64 {
+            assert_eq!(c.access(l * 3, false, 0), miss(None));
+        }
+        assert_eq!(
+            c.access(1, false, 0),
+            miss(Some(Evicted {
+                line: 0,
+                dirty: false,
+                meta: 0
+            }))
+        );
+    }
+
+    #[test]
+    fn two_chunk_sets_true_lru() {
+        // 2 sets of 32 ways (two rank chunks); even lines go to set 0.
         let mut c = SetAssocCache::new(64 * 64, 32);
         assert_eq!((c.sets(), c.ways()), (2, 32));
-        assert!(c.sets.list);
         for k in 0..32u64 {
             assert_eq!(c.access(2 * k, k & 1 == 0, k as u8), miss(None));
             assert_eq!(c.access(2 * k + 1, false, 0), miss(None));

@@ -30,8 +30,9 @@ pub enum TlbOutcome {
 }
 
 /// Key of a translation: the VPN in the low bits (so that they index the set), the size's
-/// index in bits 60..62. A VPN is at most 52 bits (4 KiB pages of a 64-bit space).
-const SIZE_SHIFT: u32 = 60;
+/// index in bits 52..54 (keys stay below the set array's 2^55 - 1). A VPN is at most 52 bits
+/// (4 KiB pages of a 64-bit space).
+const SIZE_SHIFT: u32 = 52;
 const VPN_MASK: u64 = (1 << SIZE_SHIFT) - 1;
 
 #[inline(always)]
@@ -105,7 +106,7 @@ impl Tlb {
 
     /// Translates `vaddr`, mapped by a page of `size`: L1 hit, L2 hit (fills L1) or miss
     /// (fills L2 and L1 with the walk's result). Hits become most recently used.
-    #[inline]
+    #[inline(always)]
     pub fn lookup(&mut self, vaddr: u64, size: PageSize) -> TlbOutcome {
         let key = key_of(vaddr >> size.shift(), size);
         let r = self.fast[size.index()];

@@ -6,7 +6,9 @@
 //! time with the machine's [`numalab_machine::OsCosts`].
 
 pub mod mempolicy;
+pub mod numa_balancing;
 pub mod pagetable;
+pub mod thp_split_ext;
 
 use mempolicy::{place, PlaceCtx, PolicyState};
 use numalab_core::{MemPolicy, NodeId, PageSize, TaskId, Topology};
@@ -95,6 +97,14 @@ pub struct VmStat {
     pub thp_migration_fail: u64,
     pub numa_pages_migrated: u64,
     pub percent_shortfall_pages: u64,
+    /// Automatic NUMA balancing (numa_balancing.rs): entries protected (a THP counts 512),
+    /// PMDs protected, hint faults, of which on a page already local, tiering promotions.
+    pub numa_pte_updates: u64,
+    pub numa_huge_pte_updates: u64,
+    pub numa_hint_faults: u64,
+    pub numa_hint_faults_local: u64,
+    pub pgpromote_success: u64,
+    pub pgpromote_candidate: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -156,6 +166,8 @@ pub struct Os {
     rng: u64,
     khugepaged_cursor: u64,
     pub vm: VmStat,
+    /// Automatic NUMA balancing state when enabled (`enable_numa_balancing`).
+    pub numab: Option<Box<numa_balancing::NumaBalancing>>,
 }
 
 impl Os {
@@ -179,6 +191,7 @@ impl Os {
             rng: seed | 1,
             khugepaged_cursor: VA_BASE,
             vm: VmStat::default(),
+            numab: None,
         }
     }
 
