@@ -22,6 +22,15 @@ pub struct RunSpec {
     /// Placement policy specs (crates/policies), validated; built per run since a policy
     /// carries state.
     pub policies: Vec<String>,
+    /// Linux automatic NUMA balancing in the simulated kernel (`policy=autonuma[:k=v,...]`).
+    pub numa_balancing: Option<numalab_sim::NumaBalancingParams>,
+}
+
+/// `autonuma`, `numa-balancing` (the kernel's own mechanism, in the OS model) rather than a
+/// policy of crates/policies.
+fn is_numa_balancing(spec: &str) -> bool {
+    let name = spec.split(':').next().unwrap_or("").trim();
+    matches!(name, "autonuma" | "numa-balancing" | "numa_balancing")
 }
 
 const KEYS: &[&str] = &[
@@ -39,6 +48,7 @@ const SHORTHANDS: &[(&str, &str)] = &[
     ("interleave", "mempolicy=interleave:all"),
     ("thp", "thp=always"),
     ("nothp", "thp=never"),
+    ("autonuma", "policy=autonuma"),
 ];
 
 /// Split `--compare` on commas, keeping commas that continue a node or CPU list
@@ -90,6 +100,7 @@ fn resolve(base: &SimArgs, overrides: &str) -> Result<RunSpec> {
     let mut mempolicy = base.mempolicy.clone();
     let mut thp = base.thp.clone();
     let mut policies: Vec<String> = Vec::new();
+    let mut numa_balancing = None;
     for setting in overrides
         .split('+')
         .map(str::trim)
@@ -108,6 +119,11 @@ fn resolve(base: &SimArgs, overrides: &str) -> Result<RunSpec> {
         })?;
         match k {
             "mempolicy" => mempolicy = v.to_string(),
+            "policy" if is_numa_balancing(v) => {
+                numa_balancing = Some(
+                    numalab_sim::NumaBalancingParams::parse(v).map_err(|e| anyhow!("policy '{v}': {e}"))?,
+                );
+            }
             "policy" => {
                 if v != "none" {
                     numalab_policies::parse_spec(v).map_err(|e| anyhow!("policy '{v}': {e}"))?;
@@ -153,6 +169,7 @@ fn resolve(base: &SimArgs, overrides: &str) -> Result<RunSpec> {
         mempolicy: mp,
         thp: thp_mode,
         policies,
+        numa_balancing,
     })
 }
 
@@ -191,7 +208,7 @@ pub fn policy_names() -> String {
         .into_iter()
         .map(|i| i.name.to_string())
         .collect();
-    format!("valid policies: none, {}", names.join(", "))
+    format!("valid policies: none, autonuma (Linux NUMA balancing), {}", names.join(", "))
 }
 
 pub fn sim(args: SimArgs) -> Result<()> {
@@ -269,6 +286,7 @@ pub fn sim(args: SimArgs) -> Result<()> {
                     epoch_ns: args.epoch_us * 1000.0,
                     sample_period: args.sample_period,
                     progress: Some(Box::new(progress)),
+                    numa_balancing: spec.numa_balancing.clone(),
                     policies: spec
                         .policies
                         .iter()

@@ -168,8 +168,9 @@ pub struct SimArgs {
     #[arg(long, default_value = "never")]
     pub thp: String,
     /// Placement policies to compare side by side, each with optional parameters:
-    /// `carrefour,carrefour-lp:period_ms=500`. A run without a policy comes first as the
-    /// baseline. `numalab policy list` shows policies and parameters.
+    /// `autonuma,carrefour,carrefour-lp:period_ms=500`. `autonuma` is Linux's automatic NUMA
+    /// balancing in the simulated kernel. A run without a policy comes first as the baseline.
+    /// `numalab policy list` shows policies and parameters.
     #[arg(long)]
     pub policy: Option<String>,
     /// Compare configurations side by side: comma-separated; each is `key=value` settings
@@ -202,6 +203,10 @@ pub struct SimArgs {
 }
 
 fn main() {
+    // Die quietly on a closed pipe (`numalab ... | head`) like other Unix tools, instead of
+    // panicking on the failed print. Children get the default disposition anyway.
+    // SAFETY: setting a signal disposition before any thread starts.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     if let Err(e) = run(cli) {
         eprintln!("error: {e:#}");
@@ -236,6 +241,7 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Cmd::Policy(PolicyCmd::List) => {
+            println!("autonuma: Linux automatic NUMA balancing in the simulated kernel (policies.md §2, and the §3 THP split extension); keys: {}\n", numalab_sim::NumaBalancingParams::keys().join(", "));
             for p in numalab_policies::list() {
                 println!("{p}");
             }

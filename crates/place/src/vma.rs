@@ -69,7 +69,7 @@ mod tests {
             p.iter().any(|r| r.start <= addr && addr < r.end),
             "the 8 MiB buffer is anonymous private memory"
         );
-        let text = own_ranges_contains as usize as u64;
+        let text = own_ranges_contains as *const () as u64;
         assert!(
             !p.iter().any(|r| r.start <= text && text < r.end),
             "program text is not placed"

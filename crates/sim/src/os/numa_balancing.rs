@@ -221,11 +221,14 @@ impl NumaBalancingParams {
 }
 
 fn all_keys() -> String {
-    KEYS.iter()
-        .chain(super::thp_split_ext::KEYS)
-        .copied()
-        .collect::<Vec<_>>()
-        .join(", ")
+    NumaBalancingParams::keys().join(", ")
+}
+
+impl NumaBalancingParams {
+    /// Every key `parse` accepts, balancing's and the split extension's.
+    pub fn keys() -> Vec<&'static str> {
+        KEYS.iter().chain(super::thp_split_ext::KEYS).copied().collect()
+    }
 }
 
 /// What the engine reports about one thread at a tick.
