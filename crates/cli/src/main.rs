@@ -144,6 +144,10 @@ pub struct BenchSimArgs {
     /// Repetitions; the best is reported.
     #[arg(long, default_value_t = 1)]
     repeat: usize,
+    /// Run with a placement policy active: `autonuma[:key=value,...]` (Linux NUMA balancing)
+    /// or a policy of `numalab policy list`.
+    #[arg(long)]
+    policy: Option<String>,
 }
 
 #[derive(Args, Clone)]
@@ -429,11 +433,27 @@ fn bench_sim(a: BenchSimArgs) -> Result<()> {
     if a.repeat == 0 {
         bail!("--repeat must be at least 1");
     }
+    let numa_balancing = match &a.policy {
+        Some(p) if p.starts_with("autonuma") || p.starts_with("numa-balancing") => {
+            Some(numalab_sim::NumaBalancingParams::parse(p).map_err(|e| anyhow::anyhow!("--policy {p}: {e}"))?)
+        }
+        Some(p) => {
+            numalab_policies::parse_spec(p).map_err(|e| anyhow::anyhow!("--policy {p}: {e}"))?;
+            None
+        }
+        None => None,
+    };
     let mut best: Option<numalab_sim::SimResult> = None;
     for _ in 0..a.repeat {
+        let policies = match &a.policy {
+            Some(p) if numa_balancing.is_none() => vec![numalab_policies::by_spec(p).expect("validated above")],
+            _ => Vec::new(),
+        };
         let cfg = numalab_sim::SimConfig {
             thp,
             pinning: numalab_sim::Pinning::Sockorder,
+            numa_balancing: numa_balancing.clone(),
+            policies,
             ..Default::default()
         };
         let r = numalab_sim::simulate(&machine, wl.as_ref(), cfg).context("simulation failed")?;
@@ -448,8 +468,15 @@ fn bench_sim(a: BenchSimArgs) -> Result<()> {
     let rate = r.memory_references as f64 / r.host_seconds;
     println!("machine            {}", r.machine);
     println!(
-        "workload           {} ({} threads, thp {})",
-        r.workload, r.threads, r.thp
+        "workload           {} ({} threads, thp {}, policy {})",
+        r.workload,
+        r.threads,
+        r.thp,
+        a.policy.as_deref().unwrap_or("none")
+    );
+    println!(
+        "pages migrated     {} (hint faults {})",
+        r.vmstat.pgmigrate_success, r.vmstat.numa_hint_faults
     );
     println!("memory references  {}", r.memory_references);
     println!(
