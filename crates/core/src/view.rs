@@ -51,6 +51,14 @@ pub struct ThreadCounters {
     pub llc_misses: u64,
     pub remote_loads: u64,
     pub cycles: u64,
+    /// References that missed the private caches (L2 misses on Intel, as perf counts them).
+    pub private_misses: u64,
+    /// Page walks (TLB misses that walked the page table).
+    pub page_walks: u64,
+    /// Page-walk references that missed the private caches (Carrefour-LP's walk miss share).
+    pub page_walk_private_misses: u64,
+    /// Time spent in page faults, ns (Carrefour-LP's fault time share).
+    pub fault_ns: u64,
 }
 
 /// DRAM requests served per controller, split by requesting node: `served[to][from]`,
@@ -87,6 +95,13 @@ pub enum Action {
         start: u64,
         len_bytes: u64,
         to: NodeId,
+    },
+    /// Move single pages, each to its own node, in one batched call (move_pages with a nodes
+    /// array): one call's fixed cost and one TLB shootdown for the batch, where a `Migrate`
+    /// per page would pay both per page. A page inside a huge page moves the huge page.
+    MovePages {
+        task: TaskId,
+        pages: Vec<(u64, NodeId)>,
     },
     /// Spread the range's pages round robin over `nodes` (moving populated ones).
     Interleave {

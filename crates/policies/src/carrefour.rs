@@ -254,38 +254,23 @@ pub fn page_decisions(
     out
 }
 
-/// Turns page moves into `Migrate` actions, one per run of adjacent pages of a task going to
-/// the same node (§6 step 6: batched per process; the action vocabulary has ranges, not
-/// page lists, so adjacency is the batch).
+/// Turns page moves into one batched `MovePages` per task (§6 step 6: the moves of an
+/// iteration are batched per process), pages in address order: one call's fixed cost and one
+/// TLB shootdown per process, as a move_pages call with a node per page.
 pub fn moves_to_actions(moves: &[PageMove]) -> Vec<Action> {
     let mut sorted: Vec<&PageMove> = moves.iter().collect();
     sorted.sort_by_key(|m| (m.task, m.start));
-    let mut out = Vec::new();
-    let mut run: Option<(TaskId, u64, u64, NodeId)> = None;
+    let mut out: Vec<Action> = Vec::new();
     for m in sorted {
-        let end = m.start + m.size.bytes();
-        match run.as_mut() {
-            Some((t, _, e, to)) if *t == m.task && *e == m.start && *to == m.to => *e = end,
-            _ => {
-                if let Some((task, start, e, to)) = run.take() {
-                    out.push(Action::Migrate {
-                        task,
-                        start,
-                        len_bytes: e - start,
-                        to,
-                    });
-                }
-                run = Some((m.task, m.start, end, m.to));
+        match out.last_mut() {
+            Some(Action::MovePages { task, pages }) if *task == m.task => {
+                pages.push((m.start, m.to))
             }
+            _ => out.push(Action::MovePages {
+                task: m.task,
+                pages: vec![(m.start, m.to)],
+            }),
         }
-    }
-    if let Some((task, start, e, to)) = run {
-        out.push(Action::Migrate {
-            task,
-            start,
-            len_bytes: e - start,
-            to,
-        });
     }
     out
 }
@@ -542,7 +527,7 @@ mod tests {
     }
 
     #[test]
-    fn adjacent_moves_to_one_node_become_one_range() {
+    fn moves_become_one_batch_per_task() {
         let mv = |start: u64, to: u16| PageMove {
             task: TaskId(0),
             start,
@@ -551,21 +536,31 @@ mod tests {
             to: NodeId(to),
             kind: MoveKind::Migrate,
         };
-        let a = moves_to_actions(&[mv(0x3000, 1), mv(0x1000, 1), mv(0x2000, 1), mv(0x4000, 2)]);
+        let mut other = mv(0x9000, 3);
+        other.task = TaskId(1);
+        let a = moves_to_actions(&[
+            mv(0x3000, 1),
+            other,
+            mv(0x1000, 1),
+            mv(0x2000, 1),
+            mv(0x4000, 2),
+        ]);
+        let n = NodeId;
         assert_eq!(
             a,
             vec![
-                Action::Migrate {
+                Action::MovePages {
                     task: TaskId(0),
-                    start: 0x1000,
-                    len_bytes: 0x3000,
-                    to: NodeId(1)
+                    pages: vec![
+                        (0x1000, n(1)),
+                        (0x2000, n(1)),
+                        (0x3000, n(1)),
+                        (0x4000, n(2))
+                    ],
                 },
-                Action::Migrate {
-                    task: TaskId(0),
-                    start: 0x4000,
-                    len_bytes: 0x1000,
-                    to: NodeId(2)
+                Action::MovePages {
+                    task: TaskId(1),
+                    pages: vec![(0x9000, n(3))]
                 },
             ]
         );

@@ -372,8 +372,7 @@ pub fn split_wanted(e: &LarEstimates, p: &CarrefourLpParams) -> bool {
 /// §7's conservative component: `Some((allocate, promote))` to re-enable huge pages when
 /// page walks (`walk_share_percent`, page-walk L2-miss share) or page faults
 /// (`fault_share_percent`, max page-fault time share) cost more than their thresholds.
-/// `MemoryView` has neither counter yet, so the policy calls this with `None` and the
-/// component stays inert in simulation (see docs/policies.md).
+/// The policy measures both over the interval since its last check (`walk_and_fault_shares`).
 pub fn conservative(
     walk_share_percent: Option<f64>,
     fault_share_percent: Option<f64>,
@@ -488,9 +487,43 @@ pub struct CarrefourLp {
     pending_eval: Option<(Option<f64>, Option<f64>)>,
     backoff_until_ns: u64,
     log: Option<RoundLog<LpRound>>,
+    /// Per-thread counters and time at the last conservative check (the interval's deltas
+    /// give the page-walk miss share and the fault time share).
+    prev_counters: Vec<(numalab_core::ThreadId, numalab_core::view::ThreadCounters)>,
+    prev_check_ns: u64,
 }
 
 impl CarrefourLp {
+    /// §7's conservative inputs over the interval since the last check: page-walk share of
+    /// private-cache misses (all threads) and the largest per-thread share of time in faults.
+    fn walk_and_fault_shares(&mut self, view: &dyn MemoryView) -> (Option<f64>, Option<f64>) {
+        let now = view.now_ns();
+        let (mut walk, mut miss, mut fault_max) = (0u64, 0u64, 0u64);
+        let mut next = Vec::new();
+        for t in view.threads() {
+            let c = view.thread_counters(t.thread);
+            let prev = self
+                .prev_counters
+                .iter()
+                .find(|(id, _)| *id == t.thread)
+                .map(|(_, c)| *c)
+                .unwrap_or_default();
+            walk += c
+                .page_walk_private_misses
+                .saturating_sub(prev.page_walk_private_misses);
+            miss += c.private_misses.saturating_sub(prev.private_misses);
+            fault_max = fault_max.max(c.fault_ns.saturating_sub(prev.fault_ns));
+            next.push((t.thread, c));
+        }
+        let elapsed_ns = now.saturating_sub(self.prev_check_ns);
+        self.prev_counters = next;
+        self.prev_check_ns = now;
+        (
+            numalab_core::metrics::pagewalk_l2_miss_share(walk, miss),
+            numalab_core::metrics::max_page_fault_time_share(&[fault_max], elapsed_ns),
+        )
+    }
+
     pub fn new(params: CarrefourLpParams) -> CarrefourLp {
         let name = if params == CarrefourLpParams::default() {
             NAME.to_string()
@@ -511,6 +544,8 @@ impl CarrefourLp {
             pending_eval: None,
             backoff_until_ns: 0,
             log: None,
+            prev_counters: Vec::new(),
+            prev_check_ns: 0,
         }
     }
 
@@ -597,8 +632,9 @@ impl Policy for CarrefourLp {
         let m = round.mechanisms.clone();
         let mut actions = Vec::new();
 
-        // conservative component (inert until the view reports walk and fault shares)
-        if let Some((allocate, promote)) = conservative(None, None, &p) {
+        // conservative component: THP back on when walks or faults cost too much
+        let (walk_share, fault_share) = self.walk_and_fault_shares(view);
+        if let Some((allocate, promote)) = conservative(walk_share, fault_share, &p) {
             self.thp_allocate = allocate;
             self.thp_promote = promote;
         }
@@ -706,7 +742,10 @@ impl Policy for CarrefourLp {
         let acted = actions.iter().any(|a| {
             matches!(
                 a,
-                Action::Migrate { .. } | Action::Interleave { .. } | Action::SplitHuge { .. }
+                Action::Migrate { .. }
+                    | Action::MovePages { .. }
+                    | Action::Interleave { .. }
+                    | Action::SplitHuge { .. }
             )
         });
         if acted {

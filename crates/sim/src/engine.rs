@@ -522,6 +522,15 @@ impl Simulator {
                     let r = self.sh.os.migrate_range(start, len_bytes, to);
                     self.after_migration(task, r, true);
                 }
+                Action::MovePages { task, pages } => {
+                    let mut r = MigrateReport::default();
+                    for (addr, to) in pages {
+                        for (fs, pte) in self.sh.os.pt.folios(addr & !0xfff, 4096) {
+                            self.sh.os.migrate_folio(fs, pte, to, &mut r);
+                        }
+                    }
+                    self.after_migration(task, r, true);
+                }
                 Action::Interleave {
                     task,
                     start,
@@ -1017,6 +1026,10 @@ impl MemoryView for Simulator {
             llc_misses: t.s.llc_misses,
             remote_loads: t.s.remote_loads,
             cycles: (t.clock * self.machine.core.ghz) as u64,
+            private_misses: t.s.private_misses,
+            page_walks: t.s.page_walks.iter().sum(),
+            page_walk_private_misses: t.s.walk_private_misses,
+            fault_ns: t.s.fault_ns as u64,
         }
     }
     fn node_traffic(&self) -> NodeTraffic {
