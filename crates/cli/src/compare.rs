@@ -88,6 +88,8 @@ fn default_threads(machine: &Machine, workload: &str) -> usize {
     let name = workload.split(':').next().unwrap_or("");
     match name {
         "ptrchase" => 1,
+        // A multiprogrammed mix runs one thread per program copy, whatever --threads says.
+        "mix" => numalab_workloads::by_spec(workload, 1).map_or(1, |w| w.threads()),
         _ => machine.topology.num_cpus(),
     }
 }
@@ -121,7 +123,8 @@ fn resolve(base: &SimArgs, overrides: &str) -> Result<RunSpec> {
             "mempolicy" => mempolicy = v.to_string(),
             "policy" if is_numa_balancing(v) => {
                 numa_balancing = Some(
-                    numalab_sim::NumaBalancingParams::parse(v).map_err(|e| anyhow!("policy '{v}': {e}"))?,
+                    numalab_sim::NumaBalancingParams::parse(v)
+                        .map_err(|e| anyhow!("policy '{v}': {e}"))?,
                 );
             }
             "policy" => {
@@ -151,7 +154,11 @@ fn resolve(base: &SimArgs, overrides: &str) -> Result<RunSpec> {
         .map_err(|e| anyhow!("--mempolicy: {e}"))?;
     let thp_mode: ThpMode = thp.parse().map_err(|e: String| anyhow!("--thp: {e}"))?;
     let pinning: Pinning = pin.parse().map_err(|e: String| anyhow!("--pin: {e}"))?;
-    let threads = threads.unwrap_or_else(|| default_threads(&m, &workload));
+    let threads = if workload.starts_with("mix:") {
+        default_threads(&m, &workload)
+    } else {
+        threads.unwrap_or_else(|| default_threads(&m, &workload))
+    };
     pinning
         .resolve(&m.topology, threads)
         .map_err(|e| anyhow!("--pin {pin}: {e}"))?;
@@ -208,7 +215,10 @@ pub fn policy_names() -> String {
         .into_iter()
         .map(|i| i.name.to_string())
         .collect();
-    format!("valid policies: none, autonuma (Linux NUMA balancing), {}", names.join(", "))
+    format!(
+        "valid policies: none, autonuma (Linux NUMA balancing), {}",
+        names.join(", ")
+    )
 }
 
 pub fn sim(args: SimArgs) -> Result<()> {

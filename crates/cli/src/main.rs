@@ -434,9 +434,10 @@ fn bench_sim(a: BenchSimArgs) -> Result<()> {
         bail!("--repeat must be at least 1");
     }
     let numa_balancing = match &a.policy {
-        Some(p) if p.starts_with("autonuma") || p.starts_with("numa-balancing") => {
-            Some(numalab_sim::NumaBalancingParams::parse(p).map_err(|e| anyhow::anyhow!("--policy {p}: {e}"))?)
-        }
+        Some(p) if p.starts_with("autonuma") || p.starts_with("numa-balancing") => Some(
+            numalab_sim::NumaBalancingParams::parse(p)
+                .map_err(|e| anyhow::anyhow!("--policy {p}: {e}"))?,
+        ),
         Some(p) => {
             numalab_policies::parse_spec(p).map_err(|e| anyhow::anyhow!("--policy {p}: {e}"))?;
             None
@@ -446,7 +447,9 @@ fn bench_sim(a: BenchSimArgs) -> Result<()> {
     let mut best: Option<numalab_sim::SimResult> = None;
     for _ in 0..a.repeat {
         let policies = match &a.policy {
-            Some(p) if numa_balancing.is_none() => vec![numalab_policies::by_spec(p).expect("validated above")],
+            Some(p) if numa_balancing.is_none() => {
+                vec![numalab_policies::by_spec(p).expect("validated above")]
+            }
             _ => Vec::new(),
         };
         let cfg = numalab_sim::SimConfig {

@@ -43,6 +43,10 @@ pub struct RunArgs {
     /// Keep P % of the pages on remote NODES (default: every other node), the rest local.
     #[arg(long, value_name = "P[:NODES]")]
     pub remote_percent: Option<String>,
+    /// A file holding P, re-read every period: write a new P to move only the difference.
+    /// (Uses the placement thread even where weighted interleave exists.)
+    #[arg(long, value_name = "FILE")]
+    pub remote_percent_control: Option<PathBuf>,
     /// How often the --remote-percent placement thread re-checks pages, ms.
     #[arg(long, default_value_t = 200, value_name = "MS")]
     pub placement_period_ms: u64,
@@ -106,6 +110,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
         thp: a.thp,
         next_touch: a.next_touch,
         placement_period_ms: a.placement_period_ms,
+        remote_percent_control: a.remote_percent_control,
     };
     let host = numalab_place::exec::host_info(&root)?;
     let plan = numalab_place::launch::plan(&opts, &host, preload_path())?;

@@ -143,6 +143,55 @@ fn cpu_binding_options_set_the_affinity() {
 
 #[test]
 #[ignore = "needs the multi-node VM: see docs/testing.md"]
+fn balancing_show_and_hardware() {
+    // MPOL_F_NUMA_BALANCING shows in numa_maps as bind=balancing.
+    let out = run(&[
+        "run",
+        "--membind=1-2",
+        "--balancing",
+        "--",
+        "cat",
+        "/proc/self/numa_maps",
+    ]);
+    assert!(out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("bind=balancing:1-2"),
+        "numa_maps lacks the flag"
+    );
+    // --show reports what the parent set, as numactl --show does.
+    let bin = numalab();
+    let bin = bin.to_str().unwrap();
+    let out = run(&[
+        "run",
+        "--membind=2",
+        "--cpunodebind=3",
+        "--",
+        bin,
+        "run",
+        "--show",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("policy: bind"), "{text}");
+    assert!(text.contains("membind: 2\n"), "{text}");
+    assert!(
+        text.contains("physcpubind: 3\n") && text.contains("nodebind: 3\n"),
+        "{text}"
+    );
+    let out = run(&["run", "--preferred=4", "--", bin, "run", "--show"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("preferred node: 4"));
+    // --hardware is numactl -H's layout with the CPU-less node and the ring.
+    let out = run(&["run", "--hardware"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("available: 5 nodes (0-4)\n"), "{text}");
+    assert!(
+        text.contains("node 4 cpus: \n") && text.contains("memory-only (CPU-less) nodes: 4"),
+        "{text}"
+    );
+    assert!(text.contains("   0:  10  16  22  16  28"), "{text}");
+}
+
+#[test]
+#[ignore = "needs the multi-node VM: see docs/testing.md"]
 fn weighted_interleave_follows_the_system_weights() {
     let dir = std::path::Path::new("/sys/kernel/mm/mempolicy/weighted_interleave");
     if !dir.is_dir() {
@@ -195,6 +244,68 @@ fn remote_percent_places_p_percent_remotely() {
             "node {node}: {share:.1} %"
         );
     }
+}
+
+#[test]
+#[ignore = "needs the multi-node VM: see docs/testing.md"]
+fn changing_p_at_run_time_moves_only_the_difference() {
+    let control = "/tmp/numalab-percent";
+    std::fs::write(control, "20\n").unwrap();
+    let bin = numalab();
+    let child = Command::new(&bin)
+        .args([
+            "run",
+            "--thp=never",
+            "--cpunodebind=0",
+            "--remote-percent=20:1-3",
+            "--placement-period-ms=100",
+        ])
+        .args(["--remote-percent-control", control, "--"])
+        .arg(&bin)
+        .args(["memhog", "8M", "--hold-s=5", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Let the thread place 20 %, then ask for 50 %.
+    std::thread::sleep(std::time::Duration::from_millis(2000));
+    std::fs::write(control, "50\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    let n = nodes(&r, "nodes_at_end");
+    let total: u64 = n.iter().sum();
+    let remote = (n[1] + n[2] + n[3]) as f64 / total as f64 * 100.0;
+    assert!(
+        (remote - 50.0).abs() < 3.0,
+        "remote {remote:.1} % after raising P to 50 ({n:?})"
+    );
+    // The summary: pages moved is about 50 % of the pages (20 % then 30 % more), not 70 %.
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = err
+        .lines()
+        .find(|l| l.contains("remote-percent 50 %"))
+        .unwrap_or_else(|| panic!("no summary: {err}"));
+    let moved: f64 = line
+        .split(" pages moved")
+        .next()
+        .unwrap()
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let share = moved / r["pages"].as_f64().unwrap() * 100.0;
+    assert!(
+        (share - 50.0).abs() < 6.0,
+        "moved {share:.1} % of the pages: {line}"
+    );
+    assert!(line.contains("1 change(s) of P"), "{line}");
 }
 
 #[test]

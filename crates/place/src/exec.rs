@@ -233,10 +233,11 @@ fn supervise(plan: &LaunchPlan, mut c: Command, name: String) -> Result<i32, Exe
         unsafe { libc::signal(sig, forward as *const () as libc::sighandler_t) };
     }
     let thread = match &percent.mechanism {
-        PercentMechanism::PlacementThread { period_ms } => Some(PercentThread::start(
+        PercentMechanism::PlacementThread { period_ms, control } => Some(PercentThread::start(
             Pid(child.id() as i32),
             percent.split.clone(),
             *period_ms,
+            control.clone(),
         )),
         PercentMechanism::WeightedInterleave { .. } => None,
     };

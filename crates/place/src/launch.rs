@@ -30,6 +30,9 @@ pub struct RunOptions {
     pub next_touch: bool,
     /// How often the placement thread of `--remote-percent` re-checks pages.
     pub placement_period_ms: u64,
+    /// A file holding P, re-read by the placement thread every period: writing a new P moves
+    /// only the pages whose side changes.
+    pub remote_percent_control: Option<PathBuf>,
 }
 
 /// The system-wide THP mode (`/sys/kernel/mm/transparent_hugepage/enabled`).
@@ -89,8 +92,12 @@ pub enum PercentMechanism {
     /// MPOL_WEIGHTED_INTERLEAVE over local + remote with these system-wide weights, restored
     /// when the child exits.
     WeightedInterleave { weights: Vec<(NodeId, u8)> },
-    /// A placement thread moving pages with batched move_pages every `period_ms`.
-    PlacementThread { period_ms: u64 },
+    /// A placement thread moving pages with batched move_pages every `period_ms`, re-reading
+    /// P from `control` if given.
+    PlacementThread {
+        period_ms: u64,
+        control: Option<PathBuf>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -156,6 +163,8 @@ pub enum LaunchError {
         wanted: &'static str,
         system: String,
     },
+    #[error("--remote-percent-control needs --remote-percent")]
+    ControlWithoutPercent,
     #[error("--next-touch needs the preload library {0}: build it with `cargo build --release -p numalab-nexttouch`")]
     NoPreload(PathBuf),
 }
@@ -204,6 +213,9 @@ pub fn plan(
     }
     if opts.balancing && opts.membind.is_none() {
         return Err(LaunchError::BalancingWithoutMembind);
+    }
+    if opts.remote_percent_control.is_some() && opts.remote_percent.is_none() {
+        return Err(LaunchError::ControlWithoutPercent);
     }
 
     let cpus = if let Some(s) = &opts.cpunodebind {
@@ -323,9 +335,12 @@ pub fn plan(
             None => ctx.allowed_nodes.and_not(&NodeMask::single(local)),
         };
         let split = PercentSplit::new(p, local, &remote)?;
-        let weights = (host.has_weighted_interleave && host.weights_writable)
-            .then(|| weighted_interleave_weights(p as u8, remote.weight()))
-            .flatten();
+        // Weights only shape new allocations, so a P that changes at run time needs the thread.
+        let weights = (host.has_weighted_interleave
+            && host.weights_writable
+            && opts.remote_percent_control.is_none())
+        .then(|| weighted_interleave_weights(p as u8, remote.weight()))
+        .flatten();
         let mechanism = match weights {
             Some((wl, wr)) => {
                 let mut all = NodeMask::single(local);
@@ -352,6 +367,7 @@ pub fn plan(
                 });
                 PercentMechanism::PlacementThread {
                     period_ms: opts.placement_period_ms.max(1),
+                    control: opts.remote_percent_control.clone(),
                 }
             }
         };
@@ -620,9 +636,33 @@ mod tests {
         let pl = plan(&o, &old, None).unwrap();
         assert_eq!(
             pl.percent.unwrap().mechanism,
-            PercentMechanism::PlacementThread { period_ms: 100 }
+            PercentMechanism::PlacementThread {
+                period_ms: 100,
+                control: None
+            }
         );
         assert_eq!(pl.policy, Some(MemPolicy::Local));
+        // A control file (P changing at run time) always takes the placement thread.
+        let oc = RunOptions {
+            remote_percent_control: Some("/tmp/p".into()),
+            ..o.clone()
+        };
+        let pl = plan(&oc, &host(), None).unwrap();
+        assert!(matches!(
+            pl.percent.unwrap().mechanism,
+            PercentMechanism::PlacementThread {
+                control: Some(_),
+                ..
+            }
+        ));
+        let bad = RunOptions {
+            remote_percent_control: Some("/tmp/p".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            plan(&bad, &host(), None),
+            Err(LaunchError::ControlWithoutPercent)
+        );
 
         // Unbound: bound to the node numalab runs on; remote defaults to every other node.
         let o = RunOptions {

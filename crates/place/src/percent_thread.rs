@@ -26,6 +26,8 @@ pub struct PercentSummary {
     /// Present pages and the share of them on remote nodes at the last pass.
     pub pages_present: u64,
     pub remote_share_percent: f64,
+    /// Times P was changed through the control file.
+    pub percent_changes: u64,
     pub last_error: Option<String>,
 }
 
@@ -33,8 +35,14 @@ impl std::fmt::Display for PercentSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "remote-percent {} %: {} passes, {} pages moved ({} failed), {:.1} % of {} present pages remote at the last pass",
-            self.percent, self.passes, self.pages_moved, self.move_failures, self.remote_share_percent, self.pages_present
+            "remote-percent {} %: {} passes, {} pages moved ({} failed), {:.1} % of {} present pages remote at the last pass, {} change(s) of P",
+            self.percent,
+            self.passes,
+            self.pages_moved,
+            self.move_failures,
+            self.remote_share_percent,
+            self.pages_present,
+            self.percent_changes
         )?;
         if let Some(e) = &self.last_error {
             write!(f, "; last error: {e}")?;
@@ -101,13 +109,47 @@ pub fn place_once(
     Ok(())
 }
 
+/// Re-read P from the control file; a missing, unreadable or bad value keeps the current P
+/// (and is reported in the summary) so a half-written file never moves pages.
+fn apply_control(path: &std::path::Path, split: &mut PercentSplit, sum: &mut PercentSummary) {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            sum.last_error = Some(format!("{}: {e}", path.display()));
+            return;
+        }
+    };
+    let Ok(p) = text.trim().parse::<u32>() else {
+        sum.last_error = Some(format!(
+            "{}: '{}' is not a percentage",
+            path.display(),
+            text.trim()
+        ));
+        return;
+    };
+    if p != split.percent() as u32 {
+        match split.set_percent(p) {
+            Ok(()) => {
+                sum.percent = split.percent();
+                sum.percent_changes += 1;
+            }
+            Err(e) => sum.last_error = Some(format!("{}: {e}", path.display())),
+        }
+    }
+}
+
 pub struct PercentThread {
     stop: Arc<AtomicBool>,
     handle: JoinHandle<PercentSummary>,
 }
 
 impl PercentThread {
-    pub fn start(pid: Pid, split: PercentSplit, period_ms: u64) -> PercentThread {
+    pub fn start(
+        pid: Pid,
+        mut split: PercentSplit,
+        period_ms: u64,
+        control: Option<std::path::PathBuf>,
+    ) -> PercentThread {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let handle = std::thread::Builder::new()
@@ -120,6 +162,9 @@ impl PercentThread {
                     ..Default::default()
                 };
                 while !flag.load(Ordering::Relaxed) {
+                    if let Some(path) = &control {
+                        apply_control(path, &mut split, &mut sum);
+                    }
                     if let Err(e) = place_once(pid, &split, &opts, &mut sum) {
                         // The child exiting mid-pass shows up as ESRCH or a vanished /proc
                         // entry; anything else is kept for the summary.

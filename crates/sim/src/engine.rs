@@ -943,14 +943,16 @@ fn slow_path(
     }
     if sh.os.pt.get(addr).prot_none() && sh.os.numab.is_some() {
         // NUMA balancing hint fault (os/numa_balancing.rs): cost, copies and flushes reported
-        let h = sh.os.numa_hint_fault(&crate::os::numa_balancing::HintFault {
-            thread: th.id,
-            mm: th.task,
-            cpu: th.cpu,
-            nid: th.node,
-            addr,
-            now_ns: th.clock,
-        });
+        let h = sh
+            .os
+            .numa_hint_fault(&crate::os::numa_balancing::HintFault {
+                thread: th.id,
+                mm: th.task,
+                cpu: th.cpu,
+                nid: th.node,
+                addr,
+                now_ns: th.clock,
+            });
         for (from, to, bytes) in h.copies {
             sh.mem.copy(from, to, bytes);
         }

@@ -259,13 +259,22 @@ impl numalab_core::Policy for MoveOnce {
         20_000
     }
     fn tick(&mut self, view: &dyn numalab_core::MemoryView) -> Vec<numalab_core::Action> {
-        let Some(base) = view.regions().iter().find(|r| r.name == "m0").map(|r| r.start) else {
+        let Some(base) = view
+            .regions()
+            .iter()
+            .find(|r| r.name == "m0")
+            .map(|r| r.start)
+        else {
             return Vec::new();
         };
         let node_of = |p: u64| view.page(TaskId(0), base + p * 4096).map(|i| i.node.0);
         if self.done {
             let mut seen = self.seen.lock().unwrap();
-            *seen = [0].iter().chain(self.targets.iter().map(|(p, _)| p)).filter_map(|p| node_of(*p)).collect();
+            *seen = [0]
+                .iter()
+                .chain(self.targets.iter().map(|(p, _)| p))
+                .filter_map(|p| node_of(*p))
+                .collect();
             return Vec::new();
         }
         // Wait until first touch has placed the pages, then move them in one batch.
@@ -273,8 +282,15 @@ impl numalab_core::Policy for MoveOnce {
             return Vec::new();
         }
         self.done = true;
-        let pages = self.targets.iter().map(|(p, n)| (base + p * 4096, numalab_core::NodeId(*n))).collect();
-        vec![numalab_core::Action::MovePages { task: TaskId(0), pages }]
+        let pages = self
+            .targets
+            .iter()
+            .map(|(p, n)| (base + p * 4096, numalab_core::NodeId(*n)))
+            .collect();
+        vec![numalab_core::Action::MovePages {
+            task: TaskId(0),
+            pages,
+        }]
     }
 }
 
@@ -290,10 +306,21 @@ fn move_pages_action_moves_exactly_the_listed_pages() {
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let cfg = SimConfig {
         pinning: Pinning::Sequential,
-        policies: vec![Box::new(MoveOnce { targets: vec![(3, 2), (10, 5), (40, 5)], done: false, seen: seen.clone() })],
+        policies: vec![Box::new(MoveOnce {
+            targets: vec![(3, 2), (10, 5), (40, 5)],
+            done: false,
+            seen: seen.clone(),
+        })],
         ..Default::default()
     };
     let r = simulate(&machine(), &w, cfg).unwrap();
-    assert_eq!(r.vmstat.pgmigrate_success, 3, "exactly the three listed pages move");
-    assert_eq!(*seen.lock().unwrap(), vec![0, 2, 5, 5], "page 0 stays local; the three are where asked");
+    assert_eq!(
+        r.vmstat.pgmigrate_success, 3,
+        "exactly the three listed pages move"
+    );
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![0, 2, 5, 5],
+        "page 0 stays local; the three are where asked"
+    );
 }

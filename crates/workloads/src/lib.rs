@@ -9,18 +9,51 @@
 //! | `mlc-loaded` | MLC-like loaded latency (§2.3) | 1 latency thread + T−1 injectors |
 //! | `gups` | HPCC RandomAccess (§2.5) | T |
 //! | `npb-cg` | NAS CG, NPB 3.4 OpenMP, exact matrix (§3.1) | T |
+//! | `npb-is` | NAS IS, NPB's keys, bucket sort and ranking (§3.3) | T |
+//! | `npb-ft` | NAS FT, 3-D FFT with the z-pass gather (§3.6) | T |
+//! | `npb-sp` | NAS SP: ADI steps on k-slabs, z_solve across slabs (§3.5) | T |
+//! | `npb-lu` | NAS LU: SSOR, wavefront sweeps over j-bands (skewed barriers) (§3.4) | T |
+//! | `npb-ua` | NAS UA: adaptive octree of spectral elements, mortar exchange, Morton renumbering (§3.2) | T |
+//! | `matmul` | Metis matrix multiply, row-block map tasks (§4.5) | T |
+//! | `lu-blocked` | GF09's blocked LU, interleaved, next-touch phase hook per step (§4.1) | T |
+//! | `streamcluster` | PARSEC streamcluster, master-generated chunks, pgain passes (§4.2) | T |
+//! | `metis-wc`, `metis-wr`, `metis-wrmem` | Metis MapReduce: map into per-thread tables, column reduce, merge (§4.4) | T |
+//! | `ssca2` | SSCA2 v2.2: R-MAT graph, CSR build, betweenness-centrality BFS (§4.3) | T |
+//! | `jbb` | SPECjbb-like: warehouses, TLABs from a shared eden, parallel young GC (§4.6) | T |
+//! | `lbm-like`, `gems-like`, `mcf-like`, `omnetpp-like`, `libquantum-like`, `gcc-like` | SPEC CPU-like single-thread kernels (§5) | one copy (task) per thread |
+//! | `mix` | multiprogrammed mix of the §5 kernels, `mix:lbm-like*4+mcf-like*4` | one task per copy |
 //!
 //! Workloads are built from spec strings, `name` or `name:key=value,...`, by [`by_spec`];
 //! [`list`] describes every name with its keys and defaults.
 
 pub mod emit;
+pub mod gcc;
+pub mod gems;
+pub mod grid;
 pub mod gups;
 pub mod inspect;
+pub mod jbb;
+pub mod kernel;
+pub mod lbm;
+pub mod libquantum;
+pub mod lu_blocked;
+pub mod matmul;
+pub mod mcf;
+pub mod metis;
+pub mod mix;
 pub mod mlc_loaded;
 pub mod npb_cg;
+pub mod npb_ft;
+pub mod npb_is;
+pub mod npb_lu;
+pub mod npb_sp;
+pub mod npb_ua;
+pub mod omnetpp;
 pub mod ptrchase;
 pub mod spec;
+pub mod ssca2;
 pub mod stream;
+pub mod streamcluster;
 
 pub use spec::WorkloadError;
 
@@ -67,14 +100,143 @@ const REGISTRY: &[Entry] = &[
         description: npb_cg::DESCRIPTION,
         ctor: |p, t| Ok(Box::new(npb_cg::NpbCg::from_params(p, t)?)),
     },
+    Entry {
+        name: npb_is::NAME,
+        keys: npb_is::KEYS,
+        description: npb_is::DESCRIPTION,
+        ctor: |p, t| Ok(Box::new(npb_is::NpbIs::from_params(p, t)?)),
+    },
+    Entry {
+        name: npb_ft::NAME,
+        keys: npb_ft::KEYS,
+        description: npb_ft::DESCRIPTION,
+        ctor: |p, t| Ok(Box::new(npb_ft::NpbFt::from_params(p, t)?)),
+    },
+    Entry {
+        name: npb_sp::NAME,
+        keys: npb_sp::KEYS,
+        description: npb_sp::DESCRIPTION,
+        ctor: |p, t| Ok(Box::new(npb_sp::NpbSp::from_params(p, t)?)),
+    },
+    Entry {
+        name: npb_lu::NAME,
+        keys: npb_lu::KEYS,
+        description: npb_lu::DESCRIPTION,
+        ctor: |p, t| Ok(Box::new(npb_lu::NpbLu::from_params(p, t)?)),
+    },
+    Entry {
+        name: npb_ua::NAME,
+        keys: npb_ua::KEYS,
+        description: npb_ua::DESCRIPTION,
+        ctor: |p, t| Ok(Box::new(npb_ua::NpbUa::from_params(p, t)?)),
+    },
+    Entry {
+        name: matmul::NAME,
+        keys: matmul::KEYS,
+        description: matmul::DESCRIPTION,
+        ctor: |p, t| Ok(Box::new(matmul::Matmul::from_params(p, t)?)),
+    },
+    Entry {
+        name: lu_blocked::NAME,
+        keys: lu_blocked::KEYS,
+        description: lu_blocked::DESCRIPTION,
+        ctor: |p, t| Ok(Box::new(lu_blocked::LuBlocked::from_params(p, t)?)),
+    },
+    Entry {
+        name: streamcluster::NAME,
+        keys: streamcluster::KEYS,
+        description: streamcluster::DESCRIPTION,
+        ctor: |p, t| Ok(Box::new(streamcluster::Streamcluster::from_params(p, t)?)),
+    },
+    Entry {
+        name: metis::WC,
+        keys: metis::KEYS,
+        description: metis::DESCRIPTION_WC,
+        ctor: |p, t| Ok(Box::new(metis::Metis::from_params(metis::App::Wc, p, t)?)),
+    },
+    Entry {
+        name: metis::WR,
+        keys: metis::KEYS,
+        description: metis::DESCRIPTION_WR,
+        ctor: |p, t| Ok(Box::new(metis::Metis::from_params(metis::App::Wr, p, t)?)),
+    },
+    Entry {
+        name: metis::WRMEM,
+        keys: metis::KEYS,
+        description: metis::DESCRIPTION_WRMEM,
+        ctor: |p, t| {
+            Ok(Box::new(metis::Metis::from_params(
+                metis::App::WrMem,
+                p,
+                t,
+            )?))
+        },
+    },
+    Entry {
+        name: ssca2::NAME,
+        keys: ssca2::KEYS,
+        description: ssca2::DESCRIPTION,
+        ctor: |p, t| Ok(Box::new(ssca2::Ssca2::from_params(p, t)?)),
+    },
+    Entry {
+        name: jbb::NAME,
+        keys: jbb::KEYS,
+        description: jbb::DESCRIPTION,
+        ctor: |p, t| Ok(Box::new(jbb::Jbb::from_params(p, t)?)),
+    },
+    Entry {
+        name: lbm::NAME,
+        keys: lbm::KEYS,
+        description: lbm::DESCRIPTION,
+        ctor: |p, t| Ok(Box::new(lbm::Lbm::workload(p, t)?)),
+    },
+    Entry {
+        name: gems::NAME,
+        keys: gems::KEYS,
+        description: gems::DESCRIPTION,
+        ctor: |p, t| Ok(Box::new(gems::Gems::workload(p, t)?)),
+    },
+    Entry {
+        name: mcf::NAME,
+        keys: mcf::KEYS,
+        description: mcf::DESCRIPTION,
+        ctor: |p, t| Ok(Box::new(mcf::Mcf::workload(p, t)?)),
+    },
+    Entry {
+        name: omnetpp::NAME,
+        keys: omnetpp::KEYS,
+        description: omnetpp::DESCRIPTION,
+        ctor: |p, t| Ok(Box::new(omnetpp::Omnetpp::workload(p, t)?)),
+    },
+    Entry {
+        name: libquantum::NAME,
+        keys: libquantum::KEYS,
+        description: libquantum::DESCRIPTION,
+        ctor: |p, t| Ok(Box::new(libquantum::Libquantum::workload(p, t)?)),
+    },
+    Entry {
+        name: gcc::NAME,
+        keys: gcc::KEYS,
+        description: gcc::DESCRIPTION,
+        ctor: |p, t| Ok(Box::new(gcc::Gcc::workload(p, t)?)),
+    },
 ];
 
 /// Build the workload a spec names, for `threads` threads (all tasks together).
 ///
 /// `ptrchase` accepts only `threads = 1`; `mlc-loaded` uses thread 0 for latency and the others
-/// as injectors; the rest split their work over `threads`. Heavy preparation (CG's matrix, chase
+/// as injectors; the §5 single-thread kernels run `threads` copies, one task each; `mix` sets
+/// its own thread count (its copies) and ignores `threads`; the rest split their work over
+/// `threads`. Heavy preparation (CG's matrix, chase
 /// chains) happens in `Workload::build`, not here, so a spec can be validated cheaply.
 pub fn by_spec(spec: &str, threads: usize) -> Result<Box<dyn Workload>, WorkloadError> {
+    // a mix names programs with their own keys: its syntax is not name:key=value
+    if spec.trim() == mix::NAME {
+        return Ok(Box::new(mix::Mix::parse("")?));
+    }
+    if let Some((mix::NAME, body)) = spec.trim().split_once(':').map(|(n, b)| (n.trim(), b)) {
+        return Ok(Box::new(mix::Mix::parse(body)?));
+    }
     let (name, pairs) = spec::split(spec)?;
     let entry =
         REGISTRY
@@ -85,6 +247,7 @@ pub fn by_spec(spec: &str, threads: usize) -> Result<Box<dyn Workload>, Workload
                 valid: REGISTRY
                     .iter()
                     .map(|e| e.name)
+                    .chain([mix::NAME])
                     .collect::<Vec<_>>()
                     .join(", "),
             })?;
@@ -94,5 +257,9 @@ pub fn by_spec(spec: &str, threads: usize) -> Result<Box<dyn Workload>, Workload
 
 /// Every workload: (name, one-line description with its keys and defaults).
 pub fn list() -> Vec<(&'static str, &'static str)> {
-    REGISTRY.iter().map(|e| (e.name, e.description)).collect()
+    REGISTRY
+        .iter()
+        .map(|e| (e.name, e.description))
+        .chain([(mix::NAME, mix::DESCRIPTION)])
+        .collect()
 }

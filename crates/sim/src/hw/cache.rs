@@ -894,7 +894,10 @@ mod tests {
                 let t = c.sets.tag_at(i);
                 WaySets::is_empty_tag(t) == (r[i] as usize >= valid)
             });
-            assert!(empty_ranks_ok, "step {step}: empty ways must hold the top ranks");
+            assert!(
+                empty_ranks_ok,
+                "step {step}: empty ways must hold the top ranks"
+            );
             r.sort_unstable();
             assert_eq!(r, (0..24).collect::<Vec<u8>>(), "step {step}");
         }

@@ -227,7 +227,10 @@ fn all_keys() -> String {
 impl NumaBalancingParams {
     /// Every key `parse` accepts, balancing's and the split extension's.
     pub fn keys() -> Vec<&'static str> {
-        KEYS.iter().chain(super::thp_split_ext::KEYS).copied().collect()
+        KEYS.iter()
+            .chain(super::thp_split_ext::KEYS)
+            .copied()
+            .collect()
     }
 }
 

@@ -1,0 +1,114 @@
+//! One short simulation per workload added for the literature policies, on a small preset:
+//! the program runs to its end in the engine, every thread references memory, and the phases
+//! it declares are reported.
+
+use numalab_sim::{simulate, SimConfig};
+use numalab_workloads::by_spec;
+
+fn smoke(spec: &str, threads: usize) -> numalab_sim::results::SimResult {
+    let m = numalab_machine::preset("xeon-e5-2699v4-2n").expect("preset exists");
+    let w = by_spec(spec, threads).unwrap_or_else(|e| panic!("{spec}: {e}"));
+    let r =
+        simulate(&m, w.as_ref(), SimConfig::default()).unwrap_or_else(|e| panic!("{spec}: {e}"));
+    assert_eq!(r.per_thread.len(), w.threads(), "{spec}");
+    assert!(r.sim_time_ns > 0.0, "{spec}");
+    for t in &r.per_thread {
+        assert!(
+            t.loads + t.stores > 0,
+            "{spec}: thread {} made no reference",
+            t.thread
+        );
+        assert!(t.time_ns > 0.0, "{spec}: thread {}", t.thread);
+    }
+    assert!(!r.phases.is_empty(), "{spec}: phases reported");
+    r
+}
+
+#[test]
+fn spec_kernels_simulate() {
+    for spec in [
+        "lbm-like:nx=40,ny=40,nz=20,steps=2",
+        "gems-like:nx=32,ny=32,nz=32,pml=4,steps=2",
+        "mcf-like:nodes=20000,arcs=200000,pivots=200",
+        "omnetpp-like:modules=2000,queue=4000,events=20000",
+        "libquantum-like:log2_states=16,gates=10",
+        "gcc-like:nodes=20000,inputs=2,passes=2",
+    ] {
+        let r = smoke(spec, 2);
+        // two copies: two tasks, each first-touching its own pages
+        assert_eq!(r.per_thread[0].task, 0, "{spec}");
+        assert_eq!(r.per_thread[1].task, 1, "{spec}");
+    }
+}
+
+#[test]
+fn mix_simulates_with_one_task_per_copy() {
+    let r = smoke(
+        "mix:lbm-like(nx=20;ny=20;nz=10;steps=1)*2+libquantum-like(log2_states=14;gates=4)*2",
+        1,
+    );
+    let tasks: Vec<u32> = r.per_thread.iter().map(|t| t.task).collect();
+    assert_eq!(tasks, vec![0, 1, 2, 3]);
+}
+
+#[test]
+fn npb_is_simulates() {
+    let r = smoke("npb-is:class=S,niter=2", 4);
+    assert!(r.phase("timed").is_some() && r.phase("full_verify").is_some());
+}
+
+#[test]
+fn npb_ft_simulates() {
+    let r = smoke("npb-ft:class=S,niter=1,scale=0.25", 4);
+    assert!(r.phase("fft-z").is_some() && r.phase("checksum").is_some());
+}
+
+#[test]
+fn matmul_simulates() {
+    let r = smoke("matmul:n=256,rows=16", 4);
+    assert!(r.phase("multiply").is_some());
+}
+
+#[test]
+fn lu_blocked_and_streamcluster_simulate() {
+    let r = smoke("lu-blocked:n=512,b=64,interleave=2", 4);
+    assert!(r.phase("gemm").is_some() && r.phase("factor").is_some());
+    let r = smoke("streamcluster:input=simsmall,pgains=3,speedy=2", 4);
+    assert!(r.phase("pgain").is_some());
+}
+
+#[test]
+fn metis_simulates() {
+    let r = smoke("metis-wc:input=512K,vocab=20000,split=32K", 4);
+    assert!(r.phase("reduce").is_some() && r.phase("merge").is_some());
+    smoke("metis-wrmem:input=256K,vocab=20000,split=32K", 3);
+}
+
+#[test]
+fn ssca2_simulates() {
+    let r = smoke("ssca2:log2_vertices=12,sources=2", 4);
+    assert!(r.phase("k4-bc").is_some() && r.phase("k1-build").is_some());
+}
+
+#[test]
+fn jbb_simulates() {
+    let r = smoke(
+        "jbb:eden=8M,survivor=2M,warehouse=2M,items=10000,tlab=64K,transactions=3000",
+        4,
+    );
+    assert!(r.phase("gc").is_some() && r.phase("transactions").is_some());
+}
+
+#[test]
+fn npb_sp_and_lu_simulate() {
+    let r = smoke("npb-sp:class=S,niter=2", 4);
+    assert!(r.phase("z_solve").is_some());
+    let r = smoke("npb-lu:class=S,itmax=2", 4);
+    assert!(r.phase("lower-sweep").is_some() && r.phase("rhs").is_some());
+}
+
+#[test]
+fn npb_ua_simulates() {
+    let r = smoke("npb-ua:class=S,niter=6", 4);
+    assert!(r.phase("diffusion").is_some() && r.phase("adapt").is_some());
+}
