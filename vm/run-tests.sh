@@ -27,7 +27,7 @@ runs them in a QEMU VM with 5 NUMA nodes (4 CPU nodes on a ring + 1 CPU-less mem
   --no-cli               do not build the numalab CLI (/bin/numalab is then missing)
   --update               run apt-get update even if nothing is missing
   --target-dir DIR       cargo target dir (default: $NUMALAB_VM_TARGET_DIR, $CARGO_TARGET_DIR,
-                         /work/target-vm on the shared /work machine, else cargo's default)
+                         else this checkout's target/)
   --no-hmat              no ACPI HMAT (node 4 then shares the DRAM memory tier; see vm/lib/topology.sh)
   --append 'ARGS'        extra kernel command-line arguments (e.g. transparent_hugepage=madvise)
   --verbose              show the kernel's boot messages
@@ -77,12 +77,12 @@ esac
 [[ "$VM_FILTER" =~ ^[A-Za-z0-9_:.-]*$ ]] || die "--filter '$VM_FILTER': only letters, digits and _ : . - are allowed"
 [[ "$VM_ONLY_BIN" =~ ^[A-Za-z0-9_.-]*$ ]] || die "--bin '$VM_ONLY_BIN': only letters, digits and _ . - are allowed"
 [[ "$VM_TIMEOUT" =~ ^[0-9]+$ ]] || die "--timeout needs whole seconds"
-# Target dir: the shared development machine keeps the harness's static builds apart from
-# everyone else's (/work/target-vm); elsewhere (CI) cargo's own default is fine.
+# Target dir: this checkout's own unless told otherwise. Never a directory shared between
+# checkouts by default: cargo's artifact hashes do not depend on the checkout's path, so two
+# checkouts building into one target dir can leave one of them with the other's binaries.
 if [ -z "$VM_TARGET_DIR" ]; then
   if [ -n "${NUMALAB_VM_TARGET_DIR:-}" ]; then VM_TARGET_DIR=$NUMALAB_VM_TARGET_DIR
   elif [ -n "${CARGO_TARGET_DIR:-}" ]; then VM_TARGET_DIR=$CARGO_TARGET_DIR
-  elif [ -d /work/shared ] && [ -w /work ]; then VM_TARGET_DIR=/work/target-vm
   else VM_TARGET_DIR="$VM_REPO/target"
   fi
 fi
