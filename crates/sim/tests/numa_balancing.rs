@@ -2,53 +2,13 @@
 //! small hand-built scenarios with the real simulator. Time runs at `time_scale=0.001`: one
 //! kernel second is one simulated millisecond, so scan delay and minimum period are 1 ms.
 
-use numalab_core::{
-    AccessKind, AddressSpace, CpuId, MapOptions, MemPolicy, NodeId, NodeMask, Op, TaskId,
-    ThreadProgram, ThreadSpec, Workload,
-};
+use numalab_core::{AccessKind, CpuId, MapOptions, MemPolicy, NodeId, NodeMask, Op, Workload};
 use numalab_machine::Machine;
 use numalab_sim::{simulate, NumaBalancingParams, Pinning, SimConfig, SimResult, ThpMode};
 
+use numalab_workloads::script::Script;
+
 type OpsFn = Box<dyn Fn(&[u64], usize) -> Vec<Op> + Send + Sync>;
-
-/// One op list per thread, built from the mappings' start addresses.
-struct Script {
-    maps: Vec<(u64, MapOptions)>,
-    threads: usize,
-    ops: OpsFn,
-}
-
-struct Fixed(Vec<Op>);
-
-impl ThreadProgram for Fixed {
-    fn fill(&mut self, out: &mut Vec<Op>) -> bool {
-        out.append(&mut self.0);
-        false
-    }
-}
-
-impl Workload for Script {
-    fn name(&self) -> String {
-        "script".into()
-    }
-    fn threads(&self) -> usize {
-        self.threads
-    }
-    fn build(&self, mem: &mut dyn AddressSpace) -> Vec<ThreadSpec> {
-        let bases: Vec<u64> = self
-            .maps
-            .iter()
-            .enumerate()
-            .map(|(i, (b, o))| mem.mmap(TaskId(0), &format!("m{i}"), *b, o.clone()))
-            .collect();
-        (0..self.threads)
-            .map(|t| ThreadSpec {
-                task: TaskId(0),
-                program: Box::new(Fixed((self.ops)(&bases, t))),
-            })
-            .collect()
-    }
-}
 
 /// 4 nodes of 4 CPUs: CPUs 0-3 node 0, 4-7 node 1, 8-11 node 2, 12-15 node 3.
 fn machine() -> Machine {
@@ -75,11 +35,17 @@ fn lines(start: u64, len: u64, kind: AccessKind) -> Op {
 
 const SCALED: &str = "numa-balancing:time_scale=0.001";
 
-fn run(w: &Script, cpus: &[u32], thp: ThpMode, nb: Option<&str>) -> SimResult {
+fn run(w: &dyn Workload, cpus: &[u32], thp: ThpMode, nb: Option<&str>) -> SimResult {
     run_cfg(w, cpus, thp, nb, SimConfig::default())
 }
 
-fn run_cfg(w: &Script, cpus: &[u32], thp: ThpMode, nb: Option<&str>, base: SimConfig) -> SimResult {
+fn run_cfg(
+    w: &dyn Workload,
+    cpus: &[u32],
+    thp: ThpMode,
+    nb: Option<&str>,
+    base: SimConfig,
+) -> SimResult {
     let m = machine();
     assert_eq!(m.core.ghz, GHZ);
     let cfg = SimConfig {
@@ -148,7 +114,7 @@ fn off_by_default_changes_nothing() {
     let w = Script {
         maps: vec![(1 << 20, MapOptions::default())],
         threads: 2,
-        ops: Box::new(|b, t| {
+        ops: Box::new(|b: &[u64], t: usize| {
             (0..20)
                 .flat_map(|_| [lines(b[0], 1 << 20, AccessKind::Read), compute_ms(0.2)])
                 .filter(|_| t == 1)
@@ -164,11 +130,11 @@ fn off_by_default_changes_nothing() {
 
 /// A single page: thread A (node 1) touches it; then, one access per round with a scan in
 /// between, `who(round)` accesses it (0 = A on node 1, 1 = B on node 2).
-fn one_page_rounds(rounds: &'static [usize]) -> Script {
+fn one_page_rounds(rounds: &'static [usize]) -> Script<OpsFn> {
     Script {
         maps: vec![(2 << 20, MapOptions::default())],
         threads: 2,
-        ops: Box::new(move |b, t| {
+        ops: Box::new(move |b: &[u64], t: usize| {
             let mut v = Vec::new();
             for &who in rounds {
                 if who == t {
@@ -233,7 +199,7 @@ fn private_page_follows_its_only_user() {
     let w = Script {
         maps: vec![(BYTES, MapOptions::default())],
         threads: 2,
-        ops: Box::new(|b, t| {
+        ops: Box::new(|b: &[u64], t: usize| {
             let mut v = vec![];
             if t == 0 {
                 v.push(lines(b[0], BYTES, AccessKind::Write));
@@ -273,11 +239,11 @@ fn private_page_follows_its_only_user() {
 /// (4 MiB per thread, twice a node's LLC, so that accesses keep reaching DRAM).
 const HUGE: u64 = 4;
 
-fn shared_huge_pages(rounds: usize) -> Script {
+fn shared_huge_pages(rounds: usize) -> Script<OpsFn> {
     Script {
         maps: vec![(HUGE << 21, MapOptions::default())],
         threads: 2,
-        ops: Box::new(move |b, t| {
+        ops: Box::new(move |b: &[u64], t: usize| {
             let half = 1u64 << 20;
             let mut v = Vec::new();
             for _ in 0..rounds {
@@ -414,7 +380,7 @@ fn scan_period_grows_when_local_and_shrinks_when_private_and_remote() {
             ),
         ],
         threads: 2,
-        ops: Box::new(|b, t| {
+        ops: Box::new(|b: &[u64], t: usize| {
             let mut v = Vec::new();
             for round in 0..160 {
                 if t == 0 {
@@ -544,7 +510,7 @@ fn tiering_mode_promotes_slow_pages_to_the_fast_node() {
     let w = Script {
         maps: vec![(BYTES, MapOptions::default())],
         threads: 1,
-        ops: Box::new(|b, _| {
+        ops: Box::new(|b: &[u64], _: usize| {
             let mut v = vec![lines(b[0], BYTES, AccessKind::Write), compute_ms(6.0)];
             for _ in 0..20 {
                 v.push(lines(b[0], BYTES, AccessKind::Read));

@@ -1,57 +1,17 @@
 //! Placement mechanisms pinned by hand-built scenarios: THP false sharing, weighted and
 //! percentage placement, fault counts per page size.
 
-use numalab_core::{
-    AccessKind, AddressSpace, MapOptions, MemPolicy, NodeMask, Op, TaskId, ThreadProgram,
-    ThreadSpec, Workload,
-};
+use numalab_core::{AccessKind, MapOptions, MemPolicy, NodeMask, Op, TaskId, Workload};
 use numalab_machine::Machine;
 use numalab_sim::{simulate, Pinning, SimConfig, SimResult, ThpMode};
 
-/// A workload given as one op list per thread, built from the mappings' start addresses.
-struct Script {
-    maps: Vec<(u64, MapOptions)>,
-    threads: usize,
-    ops: fn(&[u64], usize) -> Vec<Op>,
-}
-
-struct Fixed(Vec<Op>);
-
-impl ThreadProgram for Fixed {
-    fn fill(&mut self, out: &mut Vec<Op>) -> bool {
-        out.append(&mut self.0);
-        false
-    }
-}
-
-impl Workload for Script {
-    fn name(&self) -> String {
-        "script".into()
-    }
-    fn threads(&self) -> usize {
-        self.threads
-    }
-    fn build(&self, mem: &mut dyn AddressSpace) -> Vec<ThreadSpec> {
-        let bases: Vec<u64> = self
-            .maps
-            .iter()
-            .enumerate()
-            .map(|(i, (b, o))| mem.mmap(TaskId(0), &format!("m{i}"), *b, o.clone()))
-            .collect();
-        (0..self.threads)
-            .map(|t| ThreadSpec {
-                task: TaskId(0),
-                program: Box::new(Fixed((self.ops)(&bases, t))),
-            })
-            .collect()
-    }
-}
+use numalab_workloads::script::Script;
 
 fn machine() -> Machine {
     numalab_machine::preset("opteron6272-8n").expect("preset exists")
 }
 
-fn run(w: &Script, pin: Pinning, thp: ThpMode, policy: MemPolicy) -> SimResult {
+fn run(w: &dyn Workload, pin: Pinning, thp: ThpMode, policy: MemPolicy) -> SimResult {
     let cfg = SimConfig {
         pinning: pin,
         thp,
@@ -77,7 +37,7 @@ fn thp_false_sharing_halves_locality() {
     let w = Script {
         maps: vec![(2 << 20, MapOptions::default())],
         threads: 2,
-        ops: |b, t| {
+        ops: |b: &[u64], t: usize| {
             let half = 1u64 << 20;
             let mut v = Vec::new();
             for _ in 0..40 {
@@ -182,7 +142,7 @@ fn fresh_gigabyte_faults_512_to_1() {
         maps: vec![(1 << 30, MapOptions::default())],
         threads: 1,
         // one write per 4 KB page
-        ops: |b, _| {
+        ops: |b: &[u64], _: usize| {
             vec![Op::Run {
                 base: b[0],
                 lines: (1 << 30) / 4096,
@@ -226,7 +186,7 @@ fn bind_to_a_full_node_is_an_error_naming_the_nodes() {
             },
         )],
         threads: 1,
-        ops: |b, _| {
+        ops: |b: &[u64], _: usize| {
             vec![Op::Run {
                 base: b[0],
                 lines: (1 << 30) / 4096,
@@ -301,7 +261,7 @@ fn move_pages_action_moves_exactly_the_listed_pages() {
     let w = Script {
         maps: vec![(64 * 4096, MapOptions::default())],
         threads: 1,
-        ops: |b, _| (0..200).map(|_| write_lines(b[0], 64 * 4096)).collect(),
+        ops: |b: &[u64], _: usize| (0..200).map(|_| write_lines(b[0], 64 * 4096)).collect(),
     };
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let cfg = SimConfig {

@@ -50,6 +50,7 @@ pub mod npb_sp;
 pub mod npb_ua;
 pub mod omnetpp;
 pub mod ptrchase;
+pub mod script;
 pub mod spec;
 pub mod ssca2;
 pub mod stream;
