@@ -245,7 +245,7 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Cmd::Policy(PolicyCmd::List) => {
-            println!("autonuma: Linux automatic NUMA balancing in the simulated kernel (policies.md §2, and the §3 THP split extension); keys: {}\n", numalab_sim::NumaBalancingParams::keys().join(", "));
+            println!("autonuma: Linux automatic NUMA balancing in the simulated kernel (policies.md §2, and the §3 THP split extension); the kernel's periods are seconds, so short simulations want e.g. autonuma:time_scale=0.01; keys: {}\n", numalab_sim::NumaBalancingParams::keys().join(", "));
             for p in numalab_policies::list() {
                 println!("{p}");
             }
