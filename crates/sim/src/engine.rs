@@ -316,7 +316,7 @@ impl Simulator {
                 self.sh.tick_samples.clear();
             }
             let done = self.threads.iter().filter(|t| t.finished).count();
-            if epochs % 64 == 0 {
+            if epochs & 63 == 0 {
                 if let Some(cb) = self.cfg.progress.as_mut() {
                     cb(Progress {
                         sim_time_ns: self.now,
@@ -1039,6 +1039,8 @@ impl MemoryView for Simulator {
             served: self.sh.mem.served.clone(),
         }
     }
+    // The view's samples are those gathered since the previous policy tick.
+    #[allow(clippy::misnamed_getters)]
     fn samples(&self) -> &[AccessSample] {
         &self.sh.tick_samples
     }

@@ -133,6 +133,9 @@ pub struct Fault {
     pub node: NodeId,
 }
 
+/// Bytes copied from one node to another: (from node index, to node index, bytes).
+pub type NodeCopy = (usize, usize, u64);
+
 /// What a migration did.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MigrateReport {
@@ -143,7 +146,7 @@ pub struct MigrateReport {
     pub not_present: u64,
     /// (source node, destination node, bytes) per move, for traffic accounting.
     #[serde(skip)]
-    pub copies: Vec<(usize, usize, u64)>,
+    pub copies: Vec<NodeCopy>,
     /// Folios moved (start, size), for TLB invalidation.
     #[serde(skip)]
     pub moved: Vec<(u64, PageSize)>,
@@ -496,7 +499,7 @@ impl Os {
     /// One khugepaged pass over up to `max_ranges` aligned 2 MiB ranges: collapse each range
     /// of THP-enabled mappings that holds base pages (max_ptes_none = 511, the kernel default)
     /// into a huge page on the node holding most of them. Returns (start, copies) per collapse.
-    pub fn khugepaged_scan(&mut self, max_ranges: usize) -> Vec<(u64, Vec<(usize, usize, u64)>)> {
+    pub fn khugepaged_scan(&mut self, max_ranges: usize) -> Vec<(u64, Vec<NodeCopy>)> {
         let mut out = Vec::new();
         if !self.thp_promote_enabled || self.thp == ThpMode::Never || self.regions.is_empty() {
             return out;
