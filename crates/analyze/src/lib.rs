@@ -15,6 +15,7 @@ pub mod analyze;
 pub mod error;
 pub mod format;
 pub mod perf;
+pub mod plot;
 pub mod record;
 
 pub use analyze::{analyze, render_text, Options, Report};

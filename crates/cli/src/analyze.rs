@@ -24,15 +24,18 @@ pub struct AnalyzeArgs {
     /// Write the report as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Also draw access-map, node-traffic and page-heat pictures into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub plot_dir: Option<PathBuf>,
+    /// Picture format: svg (titles and legends) or png (no text).
+    #[arg(long, default_value = "svg", value_parser = ["svg", "png"])]
+    pub plot_format: String,
 }
 
-pub fn run(a: AnalyzeArgs) -> Result<()> {
-    crate::output::check_writable(a.json.as_deref())?;
+/// A reader for the file: perf.data or numalab's Arrow samples.
+fn open(a: &AnalyzeArgs) -> Result<Box<dyn SampleSource>> {
     let path = a.file.to_string_lossy().into_owned();
-    if !a.file.exists() {
-        anyhow::bail!("{path}: no such file");
-    }
-    let mut source: Box<dyn SampleSource> = if numalab_analyze::perf::is_perf_file(&path) {
+    Ok(if numalab_analyze::perf::is_perf_file(&path) {
         let topology = match &a.machine {
             Some(m) => Some(numalab_machine::load(m)?.topology),
             None => None,
@@ -46,7 +49,19 @@ pub fn run(a: AnalyzeArgs) -> Result<()> {
         )?)
     } else {
         Box::new(SampleReader::open(&path)?)
-    };
+    })
+}
+
+pub fn run(a: AnalyzeArgs) -> Result<()> {
+    crate::output::check_writable(a.json.as_deref())?;
+    let path = a.file.to_string_lossy().into_owned();
+    if !a.file.exists() {
+        anyhow::bail!("{path}: no such file");
+    }
+    if let Some(dir) = &a.plot_dir {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let mut source = open(&a)?;
     let opts = Options {
         hot_page_threshold_pct: a.hot_page_percent,
         top: a.top,
@@ -58,6 +73,26 @@ pub fn run(a: AnalyzeArgs) -> Result<()> {
         std::fs::write(p, serde_json::to_string_pretty(&report)?)
             .with_context(|| format!("writing {}", p.display()))?;
         eprintln!("wrote {}", p.display());
+    }
+    if let Some(dir) = &a.plot_dir {
+        use numalab_analyze::plot;
+        let opts = plot::PlotOptions::default();
+        type Draw = fn(
+            &mut dyn SampleSource,
+            &std::path::Path,
+            &plot::PlotOptions,
+        ) -> Result<plot::PlotSummary, numalab_analyze::Error>;
+        let draws: [(&str, Draw); 3] = [
+            ("access-map", |s, p, o| plot::access_map(s, p, o)),
+            ("node-traffic", |s, p, o| plot::node_traffic(s, p, o)),
+            ("page-heat", |s, p, o| plot::page_heat(s, p, o)),
+        ];
+        // Each picture streams the file once more: memory stays bounded whatever its size.
+        for (name, draw) in draws {
+            let out = dir.join(format!("{name}.{}", a.plot_format));
+            draw(open(&a)?.as_mut(), &out, &opts)?;
+            eprintln!("wrote {}", out.display());
+        }
     }
     Ok(())
 }

@@ -1,0 +1,389 @@
+//! Plots of the THP false-sharing scenario (two threads on nodes 0 and 1 write disjoint halves
+//! of each 2 MiB region), written as PNG and SVG and checked by decoding them.
+
+use numalab_analyze::plot::{access_map, node_colour, node_traffic, page_heat, PlotOptions};
+use numalab_analyze::record::MemorySource;
+use numalab_analyze::FileMeta;
+use numalab_core::{
+    AccessKind, AccessSample, AddressSpace, CpuId, MapOptions, Op, PageSize, TaskId, ThreadProgram,
+    ThreadSpec, Workload,
+};
+use numalab_machine::{CacheGeom, Machine};
+use numalab_sim::{simulate, Pinning, SimConfig, SimResult, ThpMode};
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+const MB2: u64 = 2 << 20;
+const REGIONS: u64 = 4;
+
+struct Halves;
+struct Fixed(Vec<Op>);
+
+impl ThreadProgram for Fixed {
+    fn fill(&mut self, out: &mut Vec<Op>) -> bool {
+        out.append(&mut self.0);
+        false
+    }
+}
+
+impl Workload for Halves {
+    fn name(&self) -> String {
+        "halves".into()
+    }
+    fn threads(&self) -> usize {
+        2
+    }
+    fn build(&self, mem: &mut dyn AddressSpace) -> Vec<ThreadSpec> {
+        let base = mem.mmap(TaskId(0), "data", REGIONS * MB2, MapOptions::default());
+        (0..2u64)
+            .map(|t| {
+                let mut ops = Vec::new();
+                for _ in 0..20 {
+                    for r in 0..REGIONS {
+                        ops.push(Op::Run {
+                            base: base + r * MB2 + t * MB2 / 2,
+                            lines: (MB2 / 2 / 64) as u32,
+                            stride_bytes: 64,
+                            kind: AccessKind::Write,
+                        });
+                    }
+                }
+                ThreadSpec {
+                    task: TaskId(0),
+                    program: Box::new(Fixed(ops)),
+                }
+            })
+            .collect()
+    }
+}
+
+fn machine() -> Machine {
+    let mut m = numalab_machine::preset("opteron6164he-4n").expect("preset exists");
+    m.core.private_cache = CacheGeom {
+        bytes: 32 << 10,
+        ways: 8,
+    };
+    for n in &mut m.nodes {
+        n.llc = Some(CacheGeom {
+            bytes: 256 << 10,
+            ways: 16,
+        });
+    }
+    m
+}
+
+fn sim() -> &'static SimResult {
+    static R: OnceLock<SimResult> = OnceLock::new();
+    R.get_or_init(|| {
+        let cfg = SimConfig {
+            // CPUs 0 and 6: nodes 0 and 1.
+            pinning: Pinning::Cpus(vec![CpuId(0), CpuId(6)]),
+            thp: ThpMode::Always,
+            sample_period: 61,
+            ..Default::default()
+        };
+        let r = simulate(&machine(), &Halves, cfg).unwrap();
+        assert!(
+            r.samples.len() > 2000,
+            "enough samples: {}",
+            r.samples.len()
+        );
+        assert_eq!(r.vmstat.pgfault_2m, REGIONS);
+        r
+    })
+}
+
+fn source(samples: &[AccessSample]) -> MemorySource<'_> {
+    let m = machine();
+    let meta = FileMeta {
+        origin: "sim".into(),
+        sample_period: 61,
+        page_size: Some(PageSize::Base4K),
+        nodes: m.topology.num_nodes() as u16,
+        ..Default::default()
+    };
+    MemorySource::new(meta, samples)
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("numalab-plot-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+fn opts() -> PlotOptions {
+    PlotOptions {
+        width: 640,
+        height: 400,
+        ..Default::default()
+    }
+}
+
+/// Decodes a PNG: (width, height, RGB pixels row-major).
+fn decode_png(p: &Path) -> (u32, u32, Vec<(u8, u8, u8)>) {
+    let dec = png::Decoder::new(std::fs::File::open(p).unwrap());
+    let mut rd = dec.read_info().unwrap();
+    let mut buf = vec![0; rd.output_buffer_size()];
+    let info = rd.next_frame(&mut buf).unwrap();
+    let ch = match info.color_type {
+        png::ColorType::Rgb => 3,
+        png::ColorType::Rgba => 4,
+        c => panic!("unexpected colour type {c:?}"),
+    };
+    assert_eq!(info.bit_depth, png::BitDepth::Eight);
+    let px = buf[..info.buffer_size()]
+        .chunks(ch)
+        .map(|c| (c[0], c[1], c[2]))
+        .collect();
+    (info.width, info.height, px)
+}
+
+/// Pixel counts of each node colour 0..8 in the top and bottom halves of the image.
+fn node_pixels(w: u32, h: u32, px: &[(u8, u8, u8)]) -> HashMap<u16, (usize, usize)> {
+    let mut m: HashMap<u16, (usize, usize)> = HashMap::new();
+    for (i, p) in px.iter().enumerate() {
+        let y = i as u32 / w;
+        for n in 0..8u16 {
+            if *p == node_colour(Some(n)) {
+                let e = m.entry(n).or_default();
+                if y < h / 2 {
+                    e.0 += 1
+                } else {
+                    e.1 += 1
+                }
+            }
+        }
+    }
+    m
+}
+
+/// Parses an SVG (well-formed XML with an <svg> root) and returns the node colours used as
+/// fill (rects) and as stroke of thick polylines (series lines), and the number of those
+/// polylines.
+fn svg_colours(p: &Path) -> (BTreeSet<u16>, BTreeSet<u16>, usize, String) {
+    let text = std::fs::read_to_string(p).unwrap();
+    let doc = roxmltree::Document::parse(&text).expect("well-formed SVG");
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    let hex = |c: (u8, u8, u8)| format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2);
+    let mut fills = BTreeSet::new();
+    let mut strokes = BTreeSet::new();
+    let mut lines = 0;
+    for n in doc.descendants().filter(|n| n.is_element()) {
+        for node in 0..8u16 {
+            let c = hex(node_colour(Some(node)));
+            if n.tag_name().name() == "rect" && n.attribute("fill") == Some(c.as_str()) {
+                fills.insert(node);
+            }
+            if n.tag_name().name() == "polyline"
+                && n.attribute("stroke") == Some(c.as_str())
+                && n.attribute("stroke-width") == Some("2")
+            {
+                strokes.insert(node);
+                lines += 1;
+            }
+        }
+    }
+    let all_text: String = doc
+        .descendants()
+        .filter(|n| n.tag_name().name() == "text")
+        .filter_map(|n| n.text())
+        .collect::<Vec<_>>()
+        .join("\n");
+    (fills, strokes, lines, all_text)
+}
+
+#[test]
+fn access_map_shows_false_sharing_halves() {
+    let r = sim();
+    // One region: thread 0 (node 0) writes its lower half, thread 1 (node 1) its upper half.
+    let o = PlotOptions {
+        top_regions: 1,
+        ..opts()
+    };
+    let png = tmp("map.png");
+    let s = access_map(&mut source(&r.samples), &png, &o).unwrap();
+    assert_eq!(s.samples, r.samples.len() as u64);
+    assert!(s.drawn > 100, "{s:?}");
+    assert_eq!(s.series, vec![Some(0), Some(1)]);
+    let (w, h, px) = decode_png(&png);
+    assert_eq!((w, h), (640, 400));
+    let np = node_pixels(w, h, &px);
+    let (n0_top, n0_bottom) = np.get(&0).copied().unwrap_or_default();
+    let (n1_top, n1_bottom) = np.get(&1).copied().unwrap_or_default();
+    println!("node 0 top/bottom {n0_top}/{n0_bottom}, node 1 {n1_top}/{n1_bottom}");
+    assert!(n0_bottom > 200 && n1_top > 200, "both node colours drawn");
+    // Lower addresses are at the bottom: node 0 there, node 1 on top.
+    assert!(
+        n0_bottom > 20 * n0_top.max(1) / 2,
+        "node 0 in the lower half"
+    );
+    assert!(
+        n1_top > 20 * n1_bottom.max(1) / 2,
+        "node 1 in the upper half"
+    );
+    assert!(!np.contains_key(&2) && !np.contains_key(&3));
+
+    let svg = tmp("map.svg");
+    let s2 = access_map(&mut source(&r.samples), &svg, &o).unwrap();
+    assert_eq!(s2, s, "same reservoir for the same seed");
+    let (fills, _, _, text) = svg_colours(&svg);
+    assert_eq!(
+        fills,
+        BTreeSet::from([0, 1]),
+        "points and legend of two nodes"
+    );
+    assert!(text.contains("node 0") && text.contains("node 1"), "{text}");
+
+    // Four regions, all drawn; a capped reservoir.
+    let o4 = PlotOptions {
+        top_regions: 4,
+        max_points: 500,
+        ..opts()
+    };
+    let s4 = access_map(&mut source(&r.samples), tmp("map4.svg"), &o4).unwrap();
+    assert_eq!(
+        s4.selected,
+        r.samples.len() as u64,
+        "every sample in the 4 regions"
+    );
+    assert_eq!(s4.drawn, 500);
+    let (fills, ..) = svg_colours(&tmp("map4.svg"));
+    assert_eq!(fills, BTreeSet::from([0, 1]));
+}
+
+#[test]
+fn access_map_address_range_selects_one_half() {
+    let r = sim();
+    let base = r.samples.iter().map(|s| s.addr).min().unwrap() & !(MB2 - 1);
+    let lower = r
+        .samples
+        .iter()
+        .filter(|s| s.addr >= base && s.addr < base + MB2 / 2)
+        .count() as u64;
+    let o = PlotOptions {
+        addr_range: Some((base, base + MB2 / 2)),
+        ..opts()
+    };
+    let png = tmp("range.png");
+    let s = access_map(&mut source(&r.samples), &png, &o).unwrap();
+    assert_eq!(s.selected, lower);
+    assert_eq!(s.series, vec![Some(0)], "the lower half is node 0's");
+    let (w, h, px) = decode_png(&png);
+    let np = node_pixels(w, h, &px);
+    assert!(np.get(&0).is_some_and(|c| c.0 + c.1 > 100));
+    assert!(!np.contains_key(&1));
+}
+
+#[test]
+fn node_traffic_one_line_per_node() {
+    let r = sim();
+    let dram = r.samples.iter().filter(|s| s.source.is_dram()).count() as u64;
+    let expect: BTreeSet<u16> = r
+        .samples
+        .iter()
+        .filter(|s| s.source.is_dram())
+        .map(|s| s.page_node.0)
+        .collect();
+    assert!(!expect.is_empty());
+    let span = r.samples.iter().map(|s| s.time_ns).max().unwrap()
+        - r.samples.iter().map(|s| s.time_ns).min().unwrap();
+    let o = PlotOptions {
+        bin_ns: (span / 50).max(1),
+        ..opts()
+    };
+    let svg = tmp("traffic.svg");
+    let s = node_traffic(&mut source(&r.samples), &svg, &o).unwrap();
+    assert_eq!(s.selected, dram);
+    assert_eq!(s.unit, o.bin_ns, "50 bins need no merging");
+    assert!((50..=52).contains(&s.drawn), "{s:?}");
+    let series: BTreeSet<u16> = s.series.iter().map(|n| n.unwrap()).collect();
+    assert_eq!(series, expect);
+    let (_, strokes, lines, _) = svg_colours(&svg);
+    assert_eq!(strokes, expect);
+    assert_eq!(lines, expect.len(), "one line per node");
+
+    // Few bins allowed: the width doubles until they fit.
+    let o = PlotOptions {
+        bin_ns: (span / 50).max(1),
+        max_bins: 10,
+        ..opts()
+    };
+    let png = tmp("traffic.png");
+    let s = node_traffic(&mut source(&r.samples), &png, &o).unwrap();
+    assert!(s.drawn <= 10 && s.unit >= 5 * o.bin_ns, "{s:?}");
+    let (w, h, px) = decode_png(&png);
+    assert_eq!((w, h), (640, 400));
+    let np = node_pixels(w, h, &px);
+    let drawn: BTreeSet<u16> = np.keys().copied().collect();
+    assert_eq!(drawn, expect);
+}
+
+#[test]
+fn page_heat_huge_pages_are_shared() {
+    let r = sim();
+    // Pages of the samples' own size: the 4 huge pages, each written by both nodes.
+    let o = PlotOptions {
+        page_bytes: 0,
+        ..opts()
+    };
+    let png = tmp("heat.png");
+    let s = page_heat(&mut source(&r.samples), &png, &o).unwrap();
+    assert_eq!(s.unit, MB2);
+    assert_eq!(s.drawn, REGIONS as usize);
+    assert_eq!(s.selected, r.samples.len() as u64);
+    assert_eq!(s.series, vec![Some(0), Some(1)]);
+    let (w, h, px) = decode_png(&png);
+    assert_eq!((w, h), (640, 400));
+    let np = node_pixels(w, h, &px);
+    assert!(np.get(&0).is_some_and(|c| c.0 + c.1 > 1000), "{np:?}");
+    assert!(np.get(&1).is_some_and(|c| c.0 + c.1 > 1000), "{np:?}");
+
+    // 4 KiB pages: each written by one thread; 10 bars.
+    let o = PlotOptions {
+        page_bytes: 4096,
+        top_pages: 10,
+        ..opts()
+    };
+    let svg = tmp("heat.svg");
+    let s = page_heat(&mut source(&r.samples), &svg, &o).unwrap();
+    assert_eq!(s.drawn, 10);
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let bars = doc
+        .descendants()
+        .filter(|n| n.tag_name().name() == "rect")
+        .filter(|n| {
+            s.series.iter().any(|c| {
+                let c = node_colour(*c);
+                n.attribute("fill") == Some(&format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2))
+            })
+        })
+        .count();
+    assert_eq!(
+        bars,
+        10 + s.series.len(),
+        "one segment per bar, plus legend swatches"
+    );
+}
+
+#[test]
+fn bad_outputs_are_named_errors() {
+    let r = sim();
+    let bad = tmp("map.jpg");
+    let e = access_map(&mut source(&r.samples), &bad, &opts()).unwrap_err();
+    assert_eq!(e.path, bad);
+    assert!(
+        e.to_string().contains("map.jpg") && e.what.contains(".png or .svg"),
+        "{e}"
+    );
+    let e = node_traffic(&mut source(&r.samples), tmp("noext"), &opts()).unwrap_err();
+    assert!(e.what.contains("extension"), "{e}");
+    let unwritable = Path::new("/nonexistent-numalab-dir/plot.png");
+    let e = page_heat(&mut source(&r.samples), unwritable, &opts()).unwrap_err();
+    assert_eq!(e.path, unwritable);
+    assert!(
+        e.to_string().contains("/nonexistent-numalab-dir/plot.png"),
+        "{e}"
+    );
+}
