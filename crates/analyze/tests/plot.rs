@@ -4,86 +4,20 @@
 use numalab_analyze::plot::{access_map, node_colour, node_traffic, page_heat, PlotOptions};
 use numalab_analyze::record::MemorySource;
 use numalab_analyze::FileMeta;
-use numalab_core::{
-    AccessKind, AccessSample, AddressSpace, CpuId, MapOptions, Op, PageSize, TaskId, ThreadProgram,
-    ThreadSpec, Workload,
-};
-use numalab_machine::{CacheGeom, Machine};
-use numalab_sim::{simulate, Pinning, SimConfig, SimResult, ThpMode};
+use numalab_core::{AccessSample, PageSize};
+use numalab_sim::{SimResult, ThpMode};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-const MB2: u64 = 2 << 20;
-const REGIONS: u64 = 4;
+mod common;
 
-struct Halves;
-struct Fixed(Vec<Op>);
-
-impl ThreadProgram for Fixed {
-    fn fill(&mut self, out: &mut Vec<Op>) -> bool {
-        out.append(&mut self.0);
-        false
-    }
-}
-
-impl Workload for Halves {
-    fn name(&self) -> String {
-        "halves".into()
-    }
-    fn threads(&self) -> usize {
-        2
-    }
-    fn build(&self, mem: &mut dyn AddressSpace) -> Vec<ThreadSpec> {
-        let base = mem.mmap(TaskId(0), "data", REGIONS * MB2, MapOptions::default());
-        (0..2u64)
-            .map(|t| {
-                let mut ops = Vec::new();
-                for _ in 0..20 {
-                    for r in 0..REGIONS {
-                        ops.push(Op::Run {
-                            base: base + r * MB2 + t * MB2 / 2,
-                            lines: (MB2 / 2 / 64) as u32,
-                            stride_bytes: 64,
-                            kind: AccessKind::Write,
-                        });
-                    }
-                }
-                ThreadSpec {
-                    task: TaskId(0),
-                    program: Box::new(Fixed(ops)),
-                }
-            })
-            .collect()
-    }
-}
-
-fn machine() -> Machine {
-    let mut m = numalab_machine::preset("opteron6164he-4n").expect("preset exists");
-    m.core.private_cache = CacheGeom {
-        bytes: 32 << 10,
-        ways: 8,
-    };
-    for n in &mut m.nodes {
-        n.llc = Some(CacheGeom {
-            bytes: 256 << 10,
-            ways: 16,
-        });
-    }
-    m
-}
+use common::{machine, run, MB2, REGIONS};
 
 fn sim() -> &'static SimResult {
     static R: OnceLock<SimResult> = OnceLock::new();
     R.get_or_init(|| {
-        let cfg = SimConfig {
-            // CPUs 0 and 6: nodes 0 and 1.
-            pinning: Pinning::Cpus(vec![CpuId(0), CpuId(6)]),
-            thp: ThpMode::Always,
-            sample_period: 61,
-            ..Default::default()
-        };
-        let r = simulate(&machine(), &Halves, cfg).unwrap();
+        let r = run(ThpMode::Always);
         assert!(
             r.samples.len() > 2000,
             "enough samples: {}",
@@ -98,7 +32,7 @@ fn source(samples: &[AccessSample]) -> MemorySource<'_> {
     let m = machine();
     let meta = FileMeta {
         origin: "sim".into(),
-        sample_period: 61,
+        sample_period: common::SAMPLE_PERIOD,
         page_size: Some(PageSize::Base4K),
         nodes: m.topology.num_nodes() as u16,
         ..Default::default()
