@@ -28,7 +28,7 @@ pub struct RunSpec {
 
 /// `autonuma`, `numa-balancing` (the kernel's own mechanism, in the OS model) rather than a
 /// policy of crates/policies.
-fn is_numa_balancing(spec: &str) -> bool {
+pub(crate) fn is_numa_balancing(spec: &str) -> bool {
     let name = spec.split(':').next().unwrap_or("").trim();
     matches!(name, "autonuma" | "numa-balancing" | "numa_balancing")
 }

@@ -434,7 +434,7 @@ fn bench_sim(a: BenchSimArgs) -> Result<()> {
         bail!("--repeat must be at least 1");
     }
     let numa_balancing = match &a.policy {
-        Some(p) if p.starts_with("autonuma") || p.starts_with("numa-balancing") => Some(
+        Some(p) if compare::is_numa_balancing(p) => Some(
             numalab_sim::NumaBalancingParams::parse(p)
                 .map_err(|e| anyhow::anyhow!("--policy {p}: {e}"))?,
         ),
