@@ -20,5 +20,5 @@ pub use nodemask::{NodeMask, NodeMaskError};
 pub use page::PageSize;
 pub use sample::{AccessSample, DataSource};
 pub use topology::{NodeInfo, Topology, TopologyError};
-pub use view::{Action, MemoryView, PageInfo, Policy, RegionInfo, ThreadInfo};
+pub use view::{Action, MemoryView, NextTouchMechanism, PageInfo, Policy, RegionInfo, ThreadInfo};
 pub use workload::{AccessKind, AddressSpace, MapOptions, Op, ThreadProgram, ThreadSpec, Workload};

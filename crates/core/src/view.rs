@@ -83,6 +83,28 @@ pub trait MemoryView {
     fn samples(&self) -> &[AccessSample];
     /// Free bytes per node.
     fn free_bytes(&self, node: NodeId) -> u64;
+    /// CPUs of a node, in id order (empty for a CPU-less node).
+    fn node_cpus(&self, node: NodeId) -> Vec<CpuId>;
+    /// Peak bandwidth of the node's memory controller, bytes per second, where known (the
+    /// machine description in the simulator, HMAT on Linux). Adaptive percentage divides
+    /// measured traffic by it to get controller utilisation.
+    fn controller_peak_bytes_per_s(&self, _node: NodeId) -> Option<f64> {
+        None
+    }
+}
+
+/// How a range marked migrate-on-next-touch moves when it is touched
+/// (reference/policies.md section 4).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mechanism", rename_all = "kebab-case")]
+pub enum NextTouchMechanism {
+    /// Kernel next-touch (`madvise(MIGRATE_ON_NEXT_TOUCH)`): a flag per page table entry; the
+    /// fault handler copies each touched page to the toucher's node, strictly page by page.
+    Kernel,
+    /// User-space next-touch: `mprotect(PROT_NONE)`; the SIGSEGV handler moves the whole unit
+    /// (`unit_bytes`-aligned block of the range, or the whole range when `unit_bytes` is 0)
+    /// with `move_pages`, then restores the protection.
+    User { unit_bytes: u64 },
 }
 
 /// What a policy asks for. Ranges are `[start, start + len_bytes)` in `task`'s address space.
@@ -128,12 +150,25 @@ pub enum Action {
         len_bytes: u64,
         policy: MemPolicy,
     },
-    /// Mark the range migrate-on-next-touch.
+    /// Mark the range migrate-on-next-touch: each unit moves to the node of the thread that
+    /// touches it next.
     MarkNextTouch {
         task: TaskId,
         start: u64,
         len_bytes: u64,
+        mechanism: NextTouchMechanism,
     },
+    /// Lazy migration to a known destination (Müller's dataspace migration, section 4):
+    /// unmap the range; a fault moves the faulting block to `to` before mapping it. Untouched
+    /// pages stay where they are and cost nothing.
+    LazyMigrate {
+        task: TaskId,
+        start: u64,
+        len_bytes: u64,
+        to: NodeId,
+    },
+    /// Replace the task policy of every thread of `task` for future faults (set_mempolicy).
+    SetTaskPolicy { task: TaskId, policy: MemPolicy },
     /// Move a thread to another CPU.
     MoveThread { thread: ThreadId, cpu: CpuId },
 }
@@ -144,4 +179,40 @@ pub trait Policy: Send {
     /// How often `tick` runs, in simulated or real nanoseconds.
     fn period_ns(&self) -> u64;
     fn tick(&mut self, view: &dyn MemoryView) -> Vec<Action>;
+
+    /// A thread reached phase boundary `phase` (`Op::Phase`): the hook of next-touch and lazy
+    /// migration. Actions apply before the thread goes on.
+    fn on_phase(&mut self, _view: &dyn MemoryView, _thread: ThreadId, _phase: u16) -> Vec<Action> {
+        Vec::new()
+    }
+
+    /// A thread was moved from one node to another (by a policy or the scheduler).
+    fn on_thread_moved(
+        &mut self,
+        _view: &dyn MemoryView,
+        _thread: ThreadId,
+        _from: NodeId,
+        _to: NodeId,
+    ) -> Vec<Action> {
+        Vec::new()
+    }
+
+    /// Thread creation (a NUMA manager interposing on it): the CPU to start `thread` on, or
+    /// None to keep the runner's choice (`--pin`). Called once per thread, in thread order,
+    /// before the run starts.
+    fn place_thread(&mut self, _view: &dyn MemoryView, _thread: &ThreadInfo) -> Option<CpuId> {
+        None
+    }
+
+    /// Allocation (a NUMA manager interposing on it): the range policy for a new mapping
+    /// requested by `requester` (the task's first thread when the runner does not know), or
+    /// None to keep the mapping's own. Called after `place_thread` for every thread.
+    fn place_region(
+        &mut self,
+        _view: &dyn MemoryView,
+        _region: &RegionInfo,
+        _requester: &ThreadInfo,
+    ) -> Option<MemPolicy> {
+        None
+    }
 }

@@ -572,10 +572,17 @@ impl Simulator {
                         self.sh.os.regions[i].policy = Some(policy.clone());
                     }
                 }
+                Action::SetTaskPolicy { task, policy } => {
+                    self.sh.os.set_task_policy(task, policy);
+                }
+                Action::LazyMigrate { .. } => {
+                    // placeholder until lazy migration lands in the OS model (this session)
+                }
                 Action::MarkNextTouch {
                     task,
                     start,
                     len_bytes,
+                    mechanism: _,
                 } => {
                     for (fs, pte) in self.sh.os.pt.folios(start, len_bytes) {
                         self.sh.os.pt.set_next_touch(fs, pte.size(), true);
@@ -1050,6 +1057,22 @@ impl MemoryView for Simulator {
             .free_pages
             .get(node.index())
             .map_or(0, |p| p << 12)
+    }
+    fn node_cpus(&self, node: NodeId) -> Vec<CpuId> {
+        let mut v = self
+            .machine
+            .topology
+            .nodes
+            .get(node.index())
+            .map_or_else(Vec::new, |n| n.cpus.clone());
+        v.sort();
+        v
+    }
+    fn controller_peak_bytes_per_s(&self, node: NodeId) -> Option<f64> {
+        self.machine
+            .nodes
+            .get(node.index())
+            .map(|n| n.ctrl_peak_gbps * 1e9)
     }
 }
 
