@@ -166,6 +166,15 @@ fn rows(rs: &[SimResult]) -> Vec<(String, Vec<String>)> {
             rs.iter().map(|r| r.migrated_pages.to_string()).collect(),
         ),
         (
+            "next-touch faults kernel / user / lazy".into(),
+            rs.iter()
+                .map(|r| {
+                    let n = &r.next_touch;
+                    format!("{}/{}/{}", n.kernel_faults, n.user_faults, n.lazy_faults)
+                })
+                .collect(),
+        ),
+        (
             "huge-page splits".into(),
             rs.iter().map(|r| r.splits.to_string()).collect(),
         ),

@@ -240,6 +240,8 @@ struct OsRaw {
     split_ns: Option<f64>,
     tlb_shootdown_ns: Option<f64>,
     sample_ns: Option<f64>,
+    signal_ns: Option<f64>,
+    mprotect_ns: Option<f64>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -803,6 +805,8 @@ fn resolve(
         split_ns: ro.split_ns.unwrap_or(oo.split_ns),
         tlb_shootdown_ns: ro.tlb_shootdown_ns.unwrap_or(oo.tlb_shootdown_ns),
         sample_ns: ro.sample_ns.unwrap_or(oo.sample_ns),
+        signal_ns: ro.signal_ns.unwrap_or(oo.signal_ns),
+        mprotect_ns: ro.mprotect_ns.unwrap_or(oo.mprotect_ns),
     };
 
     Ok(Machine {
@@ -971,6 +975,8 @@ pub(crate) fn to_toml(m: &Machine) -> String {
         ("split_ns", o.split_ns),
         ("tlb_shootdown_ns", o.tlb_shootdown_ns),
         ("sample_ns", o.sample_ns),
+        ("signal_ns", o.signal_ns),
+        ("mprotect_ns", o.mprotect_ns),
     ] {
         let _ = writeln!(s, "{k} = {}", num(v));
     }

@@ -149,6 +149,22 @@ pub struct OsCosts {
     pub tlb_shootdown_ns: f64,
     /// Per-sample cost of the IBS/PEBS-like sampler to the sampled thread, ns.
     pub sample_ns: f64,
+    /// User-space next-touch: delivering SIGSEGV to the handler and returning (trap, signal
+    /// frame, sigreturn), ns. §10: "signal + mprotect nearly free" next to move_pages (E).
+    #[serde(default = "default_signal_ns")]
+    pub signal_ns: f64,
+    /// One mprotect / madvise call over a range (the protection change itself; the TLB
+    /// shootdown it causes is `tlb_shootdown_ns`), ns (E, §10: nearly free).
+    #[serde(default = "default_mprotect_ns")]
+    pub mprotect_ns: f64,
+}
+
+fn default_signal_ns() -> f64 {
+    OsCosts::reference().signal_ns
+}
+
+fn default_mprotect_ns() -> f64 {
+    OsCosts::reference().mprotect_ns
 }
 
 impl OsCosts {
@@ -168,6 +184,8 @@ impl OsCosts {
             split_ns: 20_000.0,
             tlb_shootdown_ns: 5_000.0,
             sample_ns: 200.0,
+            signal_ns: 2_000.0,
+            mprotect_ns: 1_000.0,
         }
     }
 }

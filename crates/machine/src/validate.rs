@@ -372,6 +372,8 @@ pub(crate) fn check(m: &Machine) -> Result<(), Problem> {
         ("os.split_ns", o.split_ns),
         ("os.tlb_shootdown_ns", o.tlb_shootdown_ns),
         ("os.sample_ns", o.sample_ns),
+        ("os.signal_ns", o.signal_ns),
+        ("os.mprotect_ns", o.mprotect_ns),
     ] {
         non_negative(key, v, "a cost in ns, 0 or more")?;
     }

@@ -41,6 +41,9 @@ pub enum ParamKind {
     Integer,
     /// `0`/`1` (also `false`/`true`, `no`/`yes`); stored as 0.0 / 1.0.
     Flag,
+    /// One of the listed names (e.g. `threads=balanced`); stored as its index, so `min` is 0
+    /// and `max` the last index.
+    Choice(&'static [&'static str]),
 }
 
 /// One tunable of a policy: what the CLI prints and what the parser checks.
@@ -60,7 +63,17 @@ pub struct ParamInfo {
 impl ParamInfo {
     /// The default as a spec would write it (`1000`, `0.5`, `1`).
     pub fn default_text(&self) -> String {
-        format_value(self.default)
+        self.value_text(self.default)
+    }
+
+    /// A value as a spec would write it: the name for a choice, the number otherwise.
+    pub fn value_text(&self, v: f64) -> String {
+        match self.kind {
+            ParamKind::Choice(names) => names
+                .get(v as usize)
+                .map_or_else(|| format_value(v), |n| n.to_string()),
+            _ => format_value(v),
+        }
     }
 }
 
@@ -226,6 +239,20 @@ impl ParamValues {
         self.get(key) != 0.0
     }
 
+    /// The name chosen for a [`ParamKind::Choice`] key (panics on another kind, as `get`
+    /// does on an unknown key: a programming error).
+    pub fn choice(&self, key: &str) -> &'static str {
+        let (p, v) = self
+            .values
+            .iter()
+            .find(|(p, _)| p.key == key)
+            .unwrap_or_else(|| panic!("{}: no parameter '{key}' in its table", self.policy));
+        match p.kind {
+            ParamKind::Choice(names) => names[*v as usize],
+            _ => panic!("{}: parameter '{key}' is not a choice", self.policy),
+        }
+    }
+
     /// `name` alone when every value is its default, else `name:key=value,...` listing the
     /// values that differ (what reports print as the policy's name).
     pub fn canonical_name(&self) -> String {
@@ -233,7 +260,7 @@ impl ParamValues {
             .values
             .iter()
             .filter(|(p, v)| *v != p.default)
-            .map(|(p, v)| format!("{}={}", p.key, format_value(*v)))
+            .map(|(p, v)| format!("{}={}", p.key, p.value_text(*v)))
             .collect();
         if changed.is_empty() {
             self.policy.to_string()
@@ -265,6 +292,11 @@ fn parse_value(policy: &'static str, p: &ParamInfo, v: &str) -> Result<f64, Poli
             Ok(x) if x.is_finite() && x >= p.min && x <= p.max => Ok(x),
             _ => Err(bad(format!("a number in {range} {}", p.unit))),
         },
+        ParamKind::Choice(names) => names
+            .iter()
+            .position(|n| *n == v)
+            .map(|i| i as f64)
+            .ok_or_else(|| bad(format!("one of {}", names.join(", ")))),
     }
 }
 

@@ -38,6 +38,9 @@ pub struct SimConfig {
     /// Interval of the per-node traffic timeline; 0 picks one from the run length.
     pub timeline_interval_ns: f64,
     pub seed: u64,
+    /// Largest mapping unit of lazy migration, bytes (a power of two, 4 KiB or more):
+    /// `u64::MAX` maps the largest aligned block inside the region, as Müller does.
+    pub lazy_max_block_bytes: u64,
     /// Periodic placement policies that act through the MemoryView / Action interface.
     pub policies: Vec<Box<dyn Policy>>,
     /// Called about every 64 epochs.
@@ -60,6 +63,7 @@ impl Default for SimConfig {
             barrier_ns: 1_000.0,
             timeline_interval_ns: 1_000_000.0,
             seed: 42,
+            lazy_max_block_bytes: u64::MAX,
             policies: Vec::new(),
             progress: None,
         }

@@ -1,5 +1,6 @@
 //! What a simulation run reports (reference/workloads.md §6, policies.md §0).
 
+use crate::os::next_touch::NextTouchStats;
 use crate::os::numa_balancing::NumaBalancingReport;
 use crate::os::VmStat;
 use numalab_core::AccessSample;
@@ -35,6 +36,7 @@ pub struct ThreadStats {
     /// Page-walk references that missed the private cache (the "L2 misses caused by walks").
     pub walk_private_misses: u64,
     pub faults: u64,
+    /// Folios this thread's touches moved by kernel or user-space next-touch.
     pub next_touch_migrations: u64,
     /// Time spent protecting pages for NUMA balancing (task_numa_work), ns.
     pub numa_scan_ns: f64,
@@ -117,6 +119,9 @@ pub struct SimResult {
     pub vmstat: VmStat,
     /// Automatic NUMA balancing's end state (per task and mm), when it was on.
     pub numa_balancing: Option<NumaBalancingReport>,
+    /// Next-touch (kernel and user-space) and lazy migration: marks, faults, pages moved.
+    #[serde(default)]
+    pub next_touch: NextTouchStats,
     pub migrated_pages: u64,
     pub splits: u64,
     pub promotions: u64,

@@ -6,6 +6,7 @@
 //! time with the machine's [`numalab_machine::OsCosts`].
 
 pub mod mempolicy;
+pub mod next_touch;
 pub mod numa_balancing;
 pub mod pagetable;
 pub mod thp_split_ext;
@@ -171,6 +172,8 @@ pub struct Os {
     pub vm: VmStat,
     /// Automatic NUMA balancing state when enabled (`enable_numa_balancing`).
     pub numab: Option<Box<numa_balancing::NumaBalancing>>,
+    /// Next-touch and lazy migration marks and counters (next_touch.rs).
+    pub nt: next_touch::NextTouchState,
 }
 
 impl Os {
@@ -195,6 +198,7 @@ impl Os {
             khugepaged_cursor: VA_BASE,
             vm: VmStat::default(),
             numab: None,
+            nt: next_touch::NextTouchState::default(),
         }
     }
 

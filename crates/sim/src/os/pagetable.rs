@@ -15,6 +15,12 @@ const PRESENT: u32 = 1 << 16;
 const SIZE_SHIFT: u32 = 17; // 2 bits: 0 = 4K, 1 = 2M, 2 = 1G
 const NEXT_TOUCH: u32 = 1 << 19;
 const PROT_NONE: u32 = 1 << 20;
+/// User-space next-touch (os/next_touch.rs): the range is mprotect(PROT_NONE) by the library;
+/// set on every 4 KiB entry of a marked range, populated or not.
+const USER_NEXT_TOUCH: u32 = 1 << 21;
+/// Lazy migration (os/next_touch.rs): unmapped until a fault moves its block to the
+/// destination.
+const LAZY: u32 = 1 << 22;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
 pub struct Pte(pub u32);
@@ -45,10 +51,25 @@ impl Pte {
     pub fn prot_none(self) -> bool {
         self.0 & PROT_NONE != 0
     }
-    /// Needs the slow path: not present, next-touch, or hint-fault protected.
+    /// Protected by user-space next-touch.
+    #[inline]
+    pub fn user_next_touch(self) -> bool {
+        self.0 & USER_NEXT_TOUCH != 0
+    }
+    /// Unmapped for lazy migration.
+    #[inline]
+    pub fn lazy(self) -> bool {
+        self.0 & LAZY != 0
+    }
+    /// User-space next-touch or lazy migration: os/next_touch.rs handles the fault first.
+    #[inline]
+    pub fn moves_on_touch(self) -> bool {
+        self.0 & (USER_NEXT_TOUCH | LAZY) != 0
+    }
+    /// Needs the slow path: not present, next-touch, hint-fault protected or lazily migrating.
     #[inline]
     pub fn needs_fault(self) -> bool {
-        self.0 & (PRESENT | NEXT_TOUCH | PROT_NONE) != PRESENT
+        self.0 & (PRESENT | NEXT_TOUCH | PROT_NONE | USER_NEXT_TOUCH | LAZY) != PRESENT
     }
     pub fn mapped(node: NodeId, size: PageSize) -> Pte {
         Pte(node.0 as u32 | PRESENT | ((size.index() as u32) << SIZE_SHIFT))
@@ -134,6 +155,25 @@ impl PageTable {
 
     pub fn set_prot_none(&mut self, start: u64, size: PageSize, on: bool) {
         self.set_flag(start, size, PROT_NONE, on)
+    }
+
+    pub fn set_lazy(&mut self, start: u64, size: PageSize, on: bool) {
+        self.set_flag(start, size, LAZY, on)
+    }
+
+    /// Set or clear the user-space next-touch protection on every 4 KiB entry of
+    /// `[start, start + len)` (page aligned), present or not; returns how many changed.
+    pub fn set_user_next_touch_range(&mut self, start: u64, len: u64, on: bool) -> u64 {
+        let i = Self::index(start);
+        let mut changed = 0;
+        for e in &mut self.entries[i..i + (len >> 12) as usize] {
+            let was = e.0 & USER_NEXT_TOUCH != 0;
+            if was != on {
+                e.0 ^= USER_NEXT_TOUCH;
+                changed += 1;
+            }
+        }
+        changed
     }
 
     /// Number of present base pages in `[start, start + len)`.
