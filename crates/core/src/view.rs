@@ -180,6 +180,13 @@ pub trait Policy: Send {
     fn period_ns(&self) -> u64;
     fn tick(&mut self, view: &dyn MemoryView) -> Vec<Action>;
 
+    /// Whether this policy can run on `view` at all (e.g. it needs controller peaks the view
+    /// lacks). Runners call it once before the first hook or tick and refuse to start with
+    /// the message, so nothing is applied by a policy that could not finish.
+    fn check(&self, _view: &dyn MemoryView) -> Result<(), String> {
+        Ok(())
+    }
+
     /// A thread reached phase boundary `phase` (`Op::Phase`): the hook of next-touch and lazy
     /// migration. Actions apply before the thread goes on.
     fn on_phase(&mut self, _view: &dyn MemoryView, _thread: ThreadId, _phase: u16) -> Vec<Action> {

@@ -343,10 +343,16 @@ impl Policy for AdaptivePercent {
         (self.params.period_ms * 1e6).max(1.0) as u64
     }
 
+    fn check(&self, view: &dyn MemoryView) -> Result<(), String> {
+        controller_peaks(view, self.params.peak_gbps).map(|_| ())
+    }
+
     fn tick(&mut self, view: &dyn MemoryView) -> Vec<Action> {
-        // The Policy interface has no error channel: a view without controller peaks cannot
-        // run this policy at all, so say so rather than act on made-up figures.
-        let peaks = controller_peaks(view, self.params.peak_gbps).unwrap_or_else(|e| panic!("{e}"));
+        // Runners call `check` first; a view that still lacks peaks gets no actions rather
+        // than actions computed from made-up figures.
+        let Ok(peaks) = controller_peaks(view, self.params.peak_gbps) else {
+            return Vec::new();
+        };
         let c = self.window.advance(view);
         let mut round = AdaptiveRound {
             time_ns: view.now_ns(),
@@ -504,9 +510,11 @@ mod tests {
     }
 
     #[test]
-    #[should_panic(expected = "no peak bandwidth for node 0")]
-    fn tick_refuses_to_guess_a_peak() {
-        AdaptivePercent::new(AdaptivePercentParams::default()).tick(&NoPeak);
+    fn refuses_to_guess_a_peak() {
+        let mut p = AdaptivePercent::new(AdaptivePercentParams::default());
+        let e = p.check(&NoPeak).unwrap_err();
+        assert!(e.contains("no peak bandwidth for node 0"), "{e}");
+        assert!(p.tick(&NoPeak).is_empty());
     }
 
     #[test]

@@ -730,6 +730,10 @@ impl Simulator {
     /// the first access: every thread in order, then every mapping the workload made, with
     /// its task's first thread as the requester.
     fn initial_placement(&mut self, policies: &mut [Box<dyn Policy>]) -> Result<(), SimError> {
+        for pol in policies.iter() {
+            pol.check(&*self)
+                .map_err(|e| SimError::Policy(format!("policy {}: {e}", pol.name())))?;
+        }
         for t in 0..self.threads.len() {
             for pol in policies.iter_mut() {
                 let info = self.thread_info(t);
