@@ -265,12 +265,98 @@ fn bump(v: &mut Vec<u64>, i: usize, by: u64) {
     v[i] += by;
 }
 
+/// Subpage counters by (task, 4 KiB page number). aHash rather than the standard SipHash:
+/// this map is touched once per sample, and its order never reaches the report.
+type SubMap = HashMap<(u32, u64), Sub, ahash::RandomState>;
+
+/// Per-node counters of a subpage while reading: inline for up to 8 nodes (no allocation
+/// and no pointer to chase per sample: this is the analysis' hot spot), vectors beyond.
+#[derive(Clone, Debug)]
+enum NodeCounts {
+    Inline { by: [u32; 8], dram: [u32; 8] },
+    Wide(Box<(Vec<u64>, Vec<u64>)>),
+}
+
+impl NodeCounts {
+    #[inline]
+    fn add(&mut self, node: usize, dram: bool) {
+        if let NodeCounts::Inline { by, dram: d } = self {
+            if node < 8 && by[node] < u32::MAX {
+                by[node] += 1;
+                d[node] += dram as u32;
+                return;
+            }
+        }
+        self.widen();
+        if let NodeCounts::Wide(w) = self {
+            bump(&mut w.0, node, 1);
+            if dram {
+                bump(&mut w.1, node, 1);
+            }
+        }
+    }
+
+    /// The counters as vectors up to the last node counted (as `bump` grows them).
+    fn vectors(&self) -> (Vec<u64>, Vec<u64>) {
+        match self {
+            NodeCounts::Inline { by, dram } => {
+                let trim = |a: &[u32; 8]| {
+                    let len = a.iter().rposition(|c| *c > 0).map_or(0, |i| i + 1);
+                    a[..len].iter().map(|c| *c as u64).collect::<Vec<u64>>()
+                };
+                (trim(by), trim(dram))
+            }
+            NodeCounts::Wide(w) => (w.0.clone(), w.1.clone()),
+        }
+    }
+
+    fn widen(&mut self) {
+        if matches!(self, NodeCounts::Inline { .. }) {
+            *self = NodeCounts::Wide(Box::new(self.vectors()));
+        }
+    }
+}
+
+/// A subpage's counters while reading; becomes a [`Sub`] for the report.
+#[derive(Clone, Debug)]
+struct SubAcc {
+    samples: u64,
+    dram_local: u64,
+    dram_remote: u64,
+    first_thread: u32,
+    page_node: Option<u16>,
+    shift: u8,
+    multi_thread: bool,
+    counts: NodeCounts,
+}
+
+impl SubAcc {
+    fn into_sub(self) -> Sub {
+        let (by_node, dram_by_node) = self.counts.vectors();
+        Sub {
+            samples: self.samples,
+            by_node,
+            dram_by_node,
+            first_thread: self.first_thread,
+            multi_thread: self.multi_thread,
+            shift: self.shift,
+            page_node: self.page_node,
+            dram_local: self.dram_local,
+            dram_remote: self.dram_remote,
+        }
+    }
+}
+
 #[derive(Default)]
 struct Acc {
-    subs: HashMap<(u32, u64), Sub>,
+    /// Filled from `live` when reading ends.
+    subs: SubMap,
+    live: HashMap<(u32, u64), SubAcc, ahash::RandomState>,
     /// served[page node][cpu node], DRAM samples with both known.
     served: Vec<Vec<u64>>,
     counts: SampleCounts,
+    /// Samples per `DataSource` (in `source_index` order); names are given at the end.
+    by_source: [u64; 5],
     by_cpu_node: Vec<u64>,
     first: Option<u64>,
     last: Option<u64>,
@@ -278,24 +364,40 @@ struct Acc {
     max_node: usize,
 }
 
+const SOURCES: [DataSource; 5] = [
+    DataSource::PrivateCache,
+    DataSource::LocalLlc,
+    DataSource::RemoteCache,
+    DataSource::LocalDram,
+    DataSource::RemoteDram,
+];
+
+fn source_index(s: DataSource) -> usize {
+    match s {
+        DataSource::PrivateCache => 0,
+        DataSource::LocalLlc => 1,
+        DataSource::RemoteCache => 2,
+        DataSource::LocalDram => 3,
+        DataSource::RemoteDram => 4,
+    }
+}
+
 impl Acc {
     fn add(&mut self, b: &Batch, opts: &Options) {
         self.mappings.extend(b.mappings.iter().cloned());
+        let (mut first, mut last) = (
+            self.first.unwrap_or(u64::MAX),
+            self.last.unwrap_or(u64::MIN),
+        );
         for r in &b.records {
             let s = &r.sample;
             let c = &mut self.counts;
             c.total += 1;
-            self.first = Some(self.first.map_or(s.time_ns, |f| f.min(s.time_ns)));
-            self.last = Some(self.last.map_or(s.time_ns, |l| l.max(s.time_ns)));
+            first = first.min(s.time_ns);
+            last = last.max(s.time_ns);
             let source = r.source();
             match source {
-                Some(src) => {
-                    let name = serde_json::to_value(src)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default();
-                    *c.by_source.entry(name).or_default() += 1;
-                }
+                Some(src) => self.by_source[source_index(src)] += 1,
                 None => c.unknown_source += 1,
             }
             let dram = source.map_or(opts.unknown_source_as_dram, DataSource::is_dram);
@@ -319,12 +421,20 @@ impl Acc {
                 bump(&mut self.served[p], f, 1);
             }
             let sub = self
-                .subs
+                .live
                 .entry((s.task.0, s.addr >> 12))
-                .or_insert_with(|| Sub {
+                .or_insert_with(|| SubAcc {
+                    samples: 0,
+                    dram_local: 0,
+                    dram_remote: 0,
                     first_thread: s.thread.0,
+                    page_node: None,
                     shift: 12,
-                    ..Default::default()
+                    multi_thread: false,
+                    counts: NodeCounts::Inline {
+                        by: [0; 8],
+                        dram: [0; 8],
+                    },
                 });
             sub.samples += 1;
             if sub.first_thread != s.thread.0 {
@@ -337,9 +447,8 @@ impl Acc {
                 sub.page_node = Some(p as u16);
             }
             if let Some(f) = cpu_node {
-                bump(&mut sub.by_node, f, 1);
+                sub.counts.add(f, dram);
                 if dram {
-                    bump(&mut sub.dram_by_node, f, 1);
                     if let Some(p) = page_node {
                         if p == f {
                             sub.dram_local += 1;
@@ -349,6 +458,24 @@ impl Acc {
                     }
                 }
             }
+        }
+        if !b.records.is_empty() {
+            self.first = Some(first);
+            self.last = Some(last);
+        }
+    }
+
+    /// Moves the per-source counts into the report's named map.
+    fn name_sources(&mut self) {
+        for (i, n) in self.by_source.iter().enumerate() {
+            if *n == 0 {
+                continue;
+            }
+            let name = serde_json::to_value(SOURCES[i])
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            *self.counts.by_source.entry(name).or_default() += n;
         }
     }
 }
@@ -388,6 +515,8 @@ pub fn analyze(source: &mut dyn SampleSource, opts: &Options) -> Result<Report, 
     while let Some(b) = source.next_batch()? {
         acc.add(&b, opts);
     }
+    acc.name_sources();
+    acc.subs = acc.live.drain().map(|(k, v)| (k, v.into_sub())).collect();
     let meta = source.meta();
     let nodes = opts
         .nodes

@@ -4,6 +4,8 @@
 //!   [`AccessSample`](numalab_core::AccessSample)), plus an optional placement stream;
 //! - [`perf`]: `perf.data` ingestion (`perf mem record`, `perf record -d`, `perf c2c record`),
 //!   decoding the sample fields `linux-perf-data` skips (weight, data_src, phys_addr, page sizes);
+//! - [`perf_write`]: any sample stream out as perf.data for `perf script` / `perf mem report`;
+//! - [`bench`]: the seeded synthetic stream `numalab bench analyze` measures with;
 //! - [`analyze`](mod@analyze): LAR, imbalance, access rate, hot pages, page sharing, mapping
 //!   attribution, huge-page false sharing and what-if placement estimates, in one streaming pass.
 //!
@@ -12,9 +14,11 @@
 //! File format and CLI use: docs/analyze.md.
 
 pub mod analyze;
+pub mod bench;
 pub mod error;
 pub mod format;
 pub mod perf;
+pub mod perf_write;
 pub mod plot;
 pub mod record;
 

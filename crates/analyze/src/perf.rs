@@ -6,8 +6,10 @@
 //! kernel's field order for `PERF_SAMPLE_*` bits (include/uapi/linux/perf_event.h,
 //! `PERF_RECORD_SAMPLE`).
 //!
-//! perf records no page node: a sample's page node stays unknown unless a [`Placement`]
-//! snapshot is given. The CPU's node comes from a topology (given, or the file's own
+//! perf records no page node: a sample's page node comes from its `phys_addr` through the
+//! file's `HEADER_MEM_TOPOLOGY` section (physical memory blocks per node) where both exist
+//! (numalab's exports, `perf mem record --phys-data`); a [`Placement`] snapshot, when given,
+//! overrides it for the pages it knows. Otherwise it stays unknown. The CPU's node comes from a topology (given, or the file's own
 //! `HEADER_NUMA_TOPOLOGY` section, or none).
 
 use crate::error::Error;
@@ -23,8 +25,9 @@ use linux_perf_data::{
 use numalab_core::{
     AccessSample, CpuId, DataSource, NodeId, NodeInfo, PageSize, TaskId, ThreadId, Topology,
 };
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 // PERF_SAMPLE_* bits, include/uapi/linux/perf_event.h.
@@ -395,9 +398,15 @@ pub struct PerfReader {
     path: PathBuf,
     file: PerfFile,
     iter: PerfRecordIter<BufReader<File>>,
+    /// The direct reader of the data section, where the file allows it (else `iter`).
+    fast: Option<FastRecords>,
     layouts: Vec<SampleLayout>,
     meta: FileMeta,
     cpu_node: Vec<Option<NodeId>>,
+    /// Physical memory blocks → node, from `HEADER_MEM_TOPOLOGY` (with `phys_addr` samples).
+    mem_nodes: Option<MemNodes>,
+    /// The file says its weights are latencies in ns (numalab's perf.data export).
+    weight_is_latency: bool,
     placement: Option<Placement>,
     batch_rows: usize,
     /// Samples whose record could not be decoded (reported, not fatal: one bad record should
@@ -417,6 +426,7 @@ impl PerfReader {
             .map_err(|e| Error::new(&path, format!("not a readable perf.data file: {e}")))?;
         let endian = perf_file.endian();
         let attrs = perf_file.event_attributes();
+        let fast = FastRecords::open(&path, &perf_file)?;
         let layouts = attrs
             .iter()
             .map(|a| SampleLayout::from_attr(&a.attr, endian))
@@ -436,6 +446,13 @@ impl PerfReader {
                 .map_err(|e| Error::new(&path, format!("NUMA topology section: {e}")))?,
         };
         let cpu_node = topology.as_ref().map(cpu_nodes).unwrap_or_default();
+        let mem_nodes = mem_topology_section(&perf_file)
+            .map_err(|e| Error::new(&path, format!("memory topology section: {e}")))?;
+        let weight_is_latency = perf_file
+            .perf_version()
+            .ok()
+            .flatten()
+            .is_some_and(|v| v.starts_with(crate::perf_write::VERSION_LATENCY_NS));
         let meta = FileMeta {
             machine: perf_file
                 .hostname()
@@ -461,9 +478,12 @@ impl PerfReader {
             path,
             file: perf_file,
             iter: record_iter,
+            fast,
             layouts,
             meta,
             cpu_node,
+            mem_nodes,
+            weight_is_latency,
             placement: opts.placement,
             batch_rows: if opts.batch_rows == 0 {
                 65_536
@@ -473,6 +493,18 @@ impl PerfReader {
             malformed_samples: 0,
             first_error: None,
         })
+    }
+
+    /// Reads through linux-perf-data's record iterator instead of the direct reader (same
+    /// records in the same order; for tests that compare the two). Call before reading.
+    pub fn with_library_reader(mut self) -> Self {
+        self.fast = None;
+        self
+    }
+
+    /// Whether the direct data-section reader is in use (see [`PerfReader::with_library_reader`]).
+    pub fn direct_reader(&self) -> bool {
+        self.fast.is_some()
     }
 
     /// Decodes every sample of the file (for tests and small files).
@@ -522,6 +554,20 @@ impl PerfReader {
         if page_size.is_some() {
             known = known.with(Known::PAGE_SIZE);
         }
+        let page_node = match (&self.mem_nodes, s.phys_addr) {
+            (Some(m), Some(p)) if p != 0 => m.node_of(p),
+            _ => None,
+        };
+        if page_node.is_some() {
+            known = known.with(Known::PAGE_NODE);
+        }
+        let latency = match s.weight {
+            Some(w) if self.weight_is_latency => {
+                known = known.with(Known::LATENCY);
+                w as f32
+            }
+            _ => 0.0,
+        };
         let mut r = Record {
             sample: AccessSample {
                 time_ns: s.time.unwrap_or(0),
@@ -530,10 +576,10 @@ impl PerfReader {
                 cpu: CpuId(cpu),
                 cpu_node: cpu_node.unwrap_or(NodeId(0)),
                 addr: s.addr.unwrap_or(0),
-                page_node: NodeId(0),
+                page_node: page_node.unwrap_or(NodeId(0)),
                 page_size: page_size.unwrap_or(PageSize::Base4K),
                 source: source.unwrap_or(DataSource::LocalDram),
-                latency_ns: 0.0,
+                latency_ns: latency,
                 write: write.unwrap_or(false),
             },
             known,
@@ -550,12 +596,320 @@ impl PerfReader {
     }
 }
 
+impl PerfReader {
+    fn next_batch_fast(&mut self) -> Result<Option<Batch>, Error> {
+        let mut fast = self.fast.take().expect("fast reader");
+        let r = self.fill_fast(&mut fast);
+        self.fast = Some(fast);
+        r
+    }
+
+    fn fill_fast(&mut self, f: &mut FastRecords) -> Result<Option<Batch>, Error> {
+        let mut batch = Batch {
+            records: Vec::with_capacity(self.batch_rows),
+            mappings: Vec::new(),
+        };
+        let mut any = false;
+        while batch.records.len() < self.batch_rows {
+            if f.outgoing.is_empty() && !f.read_round(self)? {
+                break;
+            }
+            let Some(item) = f.outgoing.pop_front() else {
+                break;
+            };
+            any = true;
+            match item {
+                Item::Sample(r) => batch.records.push(r),
+                Item::Map(m) => batch.mappings.push(m),
+            }
+        }
+        Ok(any.then_some(batch))
+    }
+}
+
+/// Offset of the data section's (offset, size) in perf_file_header.
+const HEADER_DATA_OFFSET: u64 = 40;
+
+enum Item {
+    Sample(Record),
+    Map(Mapping),
+}
+
+/// Sort key of a record, as linux-perf-data orders them: time (none first), then offset.
+type Key = (Option<u64>, u64);
+
+/// Reads the data section directly, in the same order as linux-perf-data's `PerfRecordIter`
+/// (records sorted by time within the window that `FINISHED_ROUND` records allow), decoding
+/// samples and mappings as they are read. Why: the library copies every record into a buffer
+/// of its own and sorts the buffers; on 10 M samples that was half of `numalab analyze`'s
+/// time. Used for little-endian files whose events all share one sample layout (one event,
+/// or several told apart by ID/IDENTIFIER) without compression or AUX data; others take the
+/// library.
+struct FastRecords {
+    rd: BufReader<File>,
+    path: PathBuf,
+    /// Bytes of the data section left, and the file offset of the next record.
+    left: u64,
+    offset: u64,
+    layout: SampleLayout,
+    id_to_attr: Option<HashMap<u64, usize>>,
+    /// Offset of the time from the end of non-sample records (sample_id_all), bytes.
+    nonsample_time_from_end: Option<usize>,
+    sample_time_from_start: Option<usize>,
+    incoming: Vec<(Key, Item)>,
+    outgoing: VecDeque<Item>,
+    prev_max: Key,
+    cur_max: Key,
+    body: Vec<u8>,
+}
+
+impl FastRecords {
+    fn open(path: &Path, f: &PerfFile) -> Result<Option<FastRecords>, Error> {
+        let attrs = f.event_attributes();
+        let Some(first) = attrs.first() else {
+            return Ok(None);
+        };
+        let a0 = &first.attr;
+        let same = attrs.iter().all(|a| {
+            a.attr.sample_format == a0.sample_format
+                && a.attr.read_format == a0.read_format
+                && a.attr.branch_sample_format == a0.branch_sample_format
+                && a.attr.sample_regs_user == a0.sample_regs_user
+                && a.attr.sample_regs_intr == a0.sample_regs_intr
+                && a.attr.flags.bits() & (1 << 18) == a0.flags.bits() & (1 << 18)
+        });
+        let t = a0.sample_format.bits();
+        let feats = f.features();
+        if f.endian() != Endianness::LittleEndian
+            || !same
+            || (attrs.len() > 1 && t & (SAMPLE_IDENTIFIER | SAMPLE_ID) == 0)
+            || feats.has_feature(Feature::COMPRESSED)
+            || feats.has_feature(Feature::AUXTRACE)
+        {
+            return Ok(None);
+        }
+        let io = |e: std::io::Error| Error::new(path, format!("cannot read: {e}"));
+        let mut file = File::open(path).map_err(io)?;
+        let mut h = [0u8; 16];
+        file.seek(SeekFrom::Start(HEADER_DATA_OFFSET))
+            .and_then(|_| file.read_exact(&mut h))
+            .map_err(io)?;
+        let data_offset = u64::from_le_bytes(h[..8].try_into().expect("8"));
+        let data_size = u64::from_le_bytes(h[8..].try_into().expect("8"));
+        file.seek(SeekFrom::Start(data_offset)).map_err(io)?;
+        let sample_id_all = a0.flags.bits() & (1 << 18) != 0;
+        let nonsample_time_from_end = (sample_id_all && t & SAMPLE_TIME != 0).then(|| {
+            (t & (SAMPLE_TIME | SAMPLE_ID | SAMPLE_STREAM_ID | SAMPLE_CPU | SAMPLE_IDENTIFIER))
+                .count_ones() as usize
+                * 8
+        });
+        let sample_time_from_start = (t & SAMPLE_TIME != 0)
+            .then(|| (t & (SAMPLE_IDENTIFIER | SAMPLE_IP | SAMPLE_TID)).count_ones() as usize * 8);
+        let id_to_attr = (attrs.len() > 1).then(|| {
+            let mut m = HashMap::new();
+            for (i, a) in attrs.iter().enumerate() {
+                for id in &a.event_ids {
+                    m.insert(*id, i);
+                }
+            }
+            m
+        });
+        Ok(Some(FastRecords {
+            rd: BufReader::with_capacity(1 << 20, file),
+            path: path.to_path_buf(),
+            left: data_size,
+            offset: data_offset,
+            layout: SampleLayout::from_attr(a0, Endianness::LittleEndian),
+            id_to_attr,
+            nonsample_time_from_end,
+            sample_time_from_start,
+            incoming: Vec::new(),
+            outgoing: VecDeque::new(),
+            prev_max: (None, 0),
+            cur_max: (None, 0),
+            body: Vec::new(),
+        }))
+    }
+
+    fn le64(b: &[u8], at: usize) -> Option<u64> {
+        b.get(at..at + 8)
+            .map(|s| u64::from_le_bytes(s.try_into().expect("8 bytes")))
+    }
+
+    /// Reads records up to the next FINISHED_ROUND that releases some, or to the end; false
+    /// when nothing is left.
+    fn read_round(&mut self, r: &mut PerfReader) -> Result<bool, Error> {
+        loop {
+            if self.left < 8 {
+                // The end: everything in order.
+                if self.incoming.is_empty() {
+                    return Ok(!self.outgoing.is_empty());
+                }
+                self.release(None);
+                return Ok(true);
+            }
+            let (ty, misc, size) = {
+                let buf = self
+                    .rd
+                    .fill_buf()
+                    .map_err(|e| Error::new(&self.path, format!("cannot read: {e}")))?;
+                if buf.len() >= 8 {
+                    let ty = u32::from_le_bytes(buf[0..4].try_into().expect("4"));
+                    let misc = u16::from_le_bytes(buf[4..6].try_into().expect("2"));
+                    let size = u16::from_le_bytes(buf[6..8].try_into().expect("2"));
+                    self.rd.consume(8);
+                    (ty, misc, size)
+                } else {
+                    let mut h = [0u8; 8];
+                    self.rd.read_exact(&mut h).map_err(|e| {
+                        Error::new(&self.path, format!("corrupt record stream: {e}"))
+                    })?;
+                    (
+                        u32::from_le_bytes(h[0..4].try_into().expect("4")),
+                        u16::from_le_bytes(h[4..6].try_into().expect("2")),
+                        u16::from_le_bytes(h[6..8].try_into().expect("2")),
+                    )
+                }
+            };
+            let offset = self.offset;
+            let size = size as u64;
+            if size < 8 || size > self.left {
+                return Err(Error::new(
+                    &self.path,
+                    format!("corrupt record stream: record of {size} bytes at offset {offset}"),
+                ));
+            }
+            self.offset += size;
+            self.left -= size;
+            let n = size as usize - 8;
+            if ty == 68 {
+                // FINISHED_ROUND: release what the next round cannot precede.
+                if self.release(Some(self.prev_max)) {
+                    self.prev_max = self.cur_max;
+                    return Ok(true);
+                }
+                self.prev_max = self.cur_max;
+                continue;
+            }
+            // The body, in place when the buffer holds it.
+            let in_buf = self.rd.buffer().len() >= n;
+            if !in_buf {
+                self.body.resize(n, 0);
+                self.rd
+                    .read_exact(&mut self.body)
+                    .map_err(|e| Error::new(&self.path, format!("corrupt record stream: {e}")))?;
+            }
+            let body: &[u8] = if in_buf {
+                &self.rd.buffer()[..n]
+            } else {
+                &self.body
+            };
+            let key_time = if ty >= 64 {
+                None
+            } else if ty == RECORD_SAMPLE {
+                self.sample_time_from_start
+                    .and_then(|at| Self::le64(body, at))
+            } else {
+                self.nonsample_time_from_end
+                    .and_then(|e| n.checked_sub(e))
+                    .and_then(|at| Self::le64(body, at))
+            };
+            let key = (key_time, offset);
+            let item = if ty == RECORD_SAMPLE {
+                match decode_sample(body, &self.layout) {
+                    Ok(s) if s.addr.is_some() => {
+                        let attr = match (&self.id_to_attr, s.id) {
+                            (Some(m), Some(id)) => m.get(&id).copied().unwrap_or(0),
+                            _ => 0,
+                        };
+                        Some(Item::Sample(r.to_record(attr, &s)))
+                    }
+                    Ok(_) => None,
+                    Err(e) => {
+                        r.malformed_samples += 1;
+                        r.first_error.get_or_insert(e);
+                        None
+                    }
+                }
+            } else if ty == RECORD_MMAP || ty == RECORD_MMAP2 {
+                parse_mmap(ty, misc, body).map(Item::Map)
+            } else {
+                None
+            };
+            if in_buf {
+                self.rd.consume(n);
+            }
+            if key > self.cur_max {
+                self.cur_max = key;
+            }
+            if let Some(item) = item {
+                self.incoming.push((key, item));
+            }
+        }
+    }
+
+    /// Moves the incoming records with a key up to `upto` (all: `None`) to `outgoing`, in
+    /// key order; whether any moved.
+    fn release(&mut self, upto: Option<Key>) -> bool {
+        if !self.incoming.windows(2).all(|w| w[0].0 <= w[1].0) {
+            self.incoming.sort_unstable_by_key(|(k, _)| *k);
+        }
+        let n = match upto {
+            None => self.incoming.len(),
+            Some(m) => self.incoming.partition_point(|(k, _)| *k <= m),
+        };
+        self.outgoing
+            .extend(self.incoming.drain(..n).map(|(_, item)| item));
+        n > 0
+    }
+}
+
+const RECORD_MMAP: u32 = 1;
+const RECORD_SAMPLE: u32 = 9;
+const RECORD_MMAP2: u32 = 10;
+const MISC_MMAP_DATA: u16 = 1 << 13;
+
+/// A MMAP or MMAP2 record's mapping (linux-perf-event-reader's reading: the name runs to its
+/// NUL, or to the end of the record).
+fn parse_mmap(ty: u32, misc: u16, b: &[u8]) -> Option<Mapping> {
+    let u32at = |at: usize| {
+        b.get(at..at + 4)
+            .map(|s| u32::from_le_bytes(s.try_into().expect("4")))
+    };
+    let pid = u32at(0)?;
+    let start = FastRecords::le64(b, 8)?;
+    let len = FastRecords::le64(b, 16)?;
+    let (exec, name_at) = if ty == RECORD_MMAP {
+        (misc & MISC_MMAP_DATA == 0, 32)
+    } else {
+        // pgoff, then maj/min/ino/ino_generation or (MISC_MMAP_BUILD_ID) the build id, 24
+        // bytes either way, then prot and flags.
+        (u32at(56)? & 4 != 0, 64)
+    };
+    let rest = b.get(name_at..)?;
+    let name = match rest.iter().position(|c| *c == 0) {
+        Some(e) => &rest[..e],
+        None => rest,
+    };
+    let name = String::from_utf8_lossy(name).into_owned();
+    Some(Mapping {
+        task: pid,
+        start,
+        len_bytes: len,
+        kind: MappingKind::classify(&name, exec),
+        name,
+    })
+}
+
 impl SampleSource for PerfReader {
     fn meta(&self) -> &FileMeta {
         &self.meta
     }
 
     fn next_batch(&mut self) -> Result<Option<Batch>, Error> {
+        if self.fast.is_some() {
+            return self.next_batch_fast();
+        }
         let mut batch = Batch::default();
         let mut buf = Vec::new();
         let mut any = false;
@@ -664,6 +1018,80 @@ fn numa_topology_section(f: &PerfFile) -> Result<Option<Topology>, String> {
             .map(|i| (0..n).map(|j| if i == j { 10 } else { 20 }).collect())
             .collect(),
         smt: 1,
+    }))
+}
+
+/// Which node each physical memory block belongs to (`HEADER_MEM_TOPOLOGY`).
+#[derive(Clone, Debug)]
+struct MemNodes {
+    block_shift: u32,
+    /// Node per block index; `u16::MAX` where no node claims it.
+    block_node: Vec<u16>,
+}
+
+impl MemNodes {
+    fn node_of(&self, phys: u64) -> Option<NodeId> {
+        let b = usize::try_from(phys >> self.block_shift).ok()?;
+        match self.block_node.get(b) {
+            Some(&n) if n != u16::MAX => Some(NodeId(n)),
+            _ => None,
+        }
+    }
+}
+
+/// perf's `HEADER_MEM_TOPOLOGY`: `u64 version (1); u64 block_size; u64 nr; { u64 node;
+/// u64 size; u64 bits; u64 words[(bits+63)/64]; }[nr]`, bit i set = memory block i (of
+/// `block_size` bytes from physical address 0) is on the node.
+fn mem_topology_section(f: &PerfFile) -> Result<Option<MemNodes>, String> {
+    // Bit 22 is HEADER_MEM_TOPOLOGY in perf (linux-perf-data calls it SAMPLE_TOPOLOGY).
+    let Some(data) = f.feature_section_data(Feature(22)) else {
+        return Ok(None);
+    };
+    let mut c = Cursor {
+        data,
+        at: 0,
+        big: f.endian() == Endianness::BigEndian,
+    };
+    let version = c.u64("version")?;
+    if version != 1 {
+        return Err(format!("version {version}, expected 1"));
+    }
+    let bsize = c.u64("block size")?;
+    if !bsize.is_power_of_two() {
+        return Err(format!("block size {bsize} is not a power of two"));
+    }
+    let nr = c.u64("nr nodes")?;
+    // Bounded by the section's size: each node takes at least 24 bytes.
+    if nr > data.len() as u64 / 24 {
+        return Err(format!("{nr} nodes in a section of {} bytes", data.len()));
+    }
+    let mut block_node: Vec<u16> = Vec::new();
+    for _ in 0..nr {
+        let node = c.u64("node id")?;
+        c.u64("node size")?;
+        let bits = c.u64("bitmap size")?;
+        let words = bits.div_ceil(64);
+        if words > (data.len() - c.at) as u64 / 8 {
+            return Err(format!(
+                "node {node}: bitmap of {bits} bits runs past the section"
+            ));
+        }
+        let node = u16::try_from(node).map_err(|_| format!("node id {node}"))?;
+        for w in 0..words {
+            let mut word = c.u64("bitmap")?;
+            while word != 0 {
+                let blk = (w * 64 + word.trailing_zeros() as u64) as usize;
+                word &= word - 1;
+                if blk >= block_node.len() {
+                    block_node.resize(blk + 1, u16::MAX);
+                }
+                block_node[blk] = node;
+            }
+        }
+    }
+    Ok(Some(MemNodes {
+        block_shift: bsize.trailing_zeros(),
+        block_node,
     }))
 }
 

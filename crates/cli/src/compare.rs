@@ -358,6 +358,12 @@ fn write_samples(
         events: vec!["memory-reference".into()],
         mappings: Vec::new(),
     };
+    // FILE.data: perf.data, for perf script / perf mem report.
+    if p.extension().is_some_and(|e| e == "data") {
+        let mut src = numalab_analyze::record::MemorySource::new(meta, &r.samples);
+        numalab_analyze::perf_write::export(&mut src, p)?;
+        return Ok(());
+    }
     let mut w = numalab_analyze::SampleWriter::create(p, &meta, Default::default())?;
     for s in &r.samples {
         w.push_sample(s)?;

@@ -1,9 +1,13 @@
 //! The `numalab` binary: a thin layer over the library crates.
 
 mod analyze;
+mod bench_analyze;
+mod convert;
+mod balance;
 mod compare;
 mod migrate;
 mod output;
+mod record;
 mod run;
 mod topo;
 
@@ -43,6 +47,16 @@ enum Cmd {
     /// Analyse memory-access samples (perf.data or numalab's own): LAR, imbalance, hot and
     /// shared pages, huge-page false sharing, what-if estimates per policy.
     Analyze(analyze::AnalyzeArgs),
+    /// Sample the memory accesses of a command (`-- CMD ARGS...`) or a running process
+    /// (`--pid PID`) with perf_event_open (PEBS, IBS or page faults) into a sample file for
+    /// `numalab analyze`, with the sampled pages' nodes (docs/record.md).
+    Record(record::RecordArgs),
+    /// Convert sample files between numalab's Arrow streams and perf.data (for perf script,
+    /// perf mem report); the format follows OUT's extension (.data, .arrows) or --to.
+    Convert(convert::ConvertArgs),
+    /// Run a placement policy (carrefour, carrefour-lp, ...) on a live process, its samples
+    /// replayed from a file (numalab's Arrow samples or perf.data).
+    Balance(balance::BalanceArgs),
     /// Allocate and touch memory, report where its pages are, optionally keep rewriting it
     /// (for a migration to run under) and verify every word at the end.
     Memhog(MemhogArgs),
@@ -109,6 +123,9 @@ enum BenchCmd {
     /// Page migration on this kernel, as ratios: move_pages by batch size, and `numalab
     /// migrate` against numactl's migratepages (needs two nodes with memory).
     Migrate(BenchMigrateArgs),
+    /// `numalab analyze` on a synthetic 10-million-sample file (Arrow and perf.data) against
+    /// the real `perf script` on the same perf.data.
+    Analyze(bench_analyze::BenchAnalyzeArgs),
 }
 
 #[derive(Args, Clone)]
@@ -189,7 +206,8 @@ pub struct SimArgs {
     #[arg(long)]
     pub csv: Option<PathBuf>,
     /// Write the sampler's memory-access samples (Arrow IPC stream, for `numalab analyze` or
-    /// pandas/polars); with several configurations, FILE-1.arrows, FILE-2.arrows, ...
+    /// pandas/polars; perf.data when FILE ends in .data); with several configurations,
+    /// FILE-1.arrows, FILE-2.arrows, ...
     #[arg(long, value_name = "FILE")]
     pub samples_out: Option<PathBuf>,
     /// Epoch length in simulated microseconds.
@@ -253,6 +271,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Bench(BenchCmd::Sim(a)) => bench_sim(a),
         Cmd::Bench(BenchCmd::Migrate(a)) => bench_migrate(a),
+        Cmd::Bench(BenchCmd::Analyze(a)) => bench_analyze::run(a),
         Cmd::Topo(a) => {
             if let Some(path) = &a.machine_file {
                 let shown = path.display().to_string();
@@ -311,6 +330,13 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Migrate(a) => migrate::run(a),
         Cmd::Memhog(a) => memhog(a),
         Cmd::Analyze(a) => analyze::run(a),
+        Cmd::Record(a) => {
+            // The command's exit status is numalab's, as with `run`.
+            let code = record::run(a)?;
+            std::process::exit(code);
+        }
+        Cmd::Convert(a) => convert::run(a),
+        Cmd::Balance(a) => balance::run(a),
     }
 }
 

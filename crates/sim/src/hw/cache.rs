@@ -118,8 +118,6 @@ mod lanes {
 #[derive(Copy, Clone, Debug)]
 pub(crate) struct WayAccess {
     pub hit: bool,
-    /// Index of the way (into the whole array: `set * ways + way`).
-    pub idx: usize,
     /// Miss only: the replaced way's tag without its metadata (key | owner bit; see
     /// [`WaySets::is_empty_tag`]) and its metadata.
     pub victim_tag: u64,
@@ -142,8 +140,7 @@ pub(crate) struct WaySets {
     /// repeating it (streams, several references to one line or page) skips the search.
     /// `EMPTY` when unknown.
     last_key: u64,
-    last_idx: usize,
-    /// Word offset of the last access's tag (saves a division on the repeat path).
+    /// Word offset of the last access's tag (the repeat path needs no set arithmetic).
     last_word: usize,
 }
 
@@ -188,7 +185,6 @@ impl WaySets {
             set_mask: sets - 1,
             ways,
             last_key: EMPTY,
-            last_idx: 0,
             last_word: 0,
         };
         a.clear();
@@ -337,25 +333,21 @@ impl WaySets {
         debug_assert!(key < KEY_MASK, "key {key:#x} out of range");
         debug_assert!(bits & !DIRTY == 0);
         if key == self.last_key {
-            let at = self.last_word;
-            self.words()[at] |= bits;
+            if bits != 0 {
+                let at = self.last_word;
+                self.words()[at] |= bits;
+            }
             return WayAccess {
                 hit: true,
-                idx: self.last_idx,
                 victim_tag: 0,
                 victim_meta: 0,
             };
         }
-        let a = match self.groups {
+        match self.groups {
             1 => self.access_set::<1>(key, bits, meta),
             2 => self.access_set::<2>(key, bits, meta),
             _ => self.access_set_any(key, bits, meta),
-        };
-        self.last_key = key;
-        self.last_idx = a.idx;
-        let set = self.set_of(key);
-        self.last_word = set * self.set_words + 4 * self.groups + (a.idx - set * self.ways);
-        a
+        }
     }
 
     #[inline(always)]
@@ -372,14 +364,16 @@ impl WaySets {
     fn access_in(&mut self, key: u64, bits: u64, meta: u8, g: usize) -> WayAccess {
         let set = self.set_of(key);
         let w = self.ways;
-        let base = set * w;
+        // word of the set's first tag: the repeat path's `last_word` needs no division
+        let tags_at = set * self.set_words + 4 * g;
+        self.last_key = key;
         let v = self.view(set, g);
         if let Some(i) = Self::find_way(v.fps, v.tags, key) {
             v.tags[i] |= bits;
             Self::touch(v.ranks, i);
+            self.last_word = tags_at + i;
             return WayAccess {
                 hit: true,
-                idx: base + i,
                 victim_tag: 0,
                 victim_meta: 0,
             };
@@ -388,9 +382,9 @@ impl WaySets {
         let old = std::mem::replace(&mut v.tags[i], key | bits | (meta as u64) << META_SHIFT);
         v.fps[i / CHUNK][i % CHUNK] = fingerprint(key);
         Self::touch(v.ranks, i);
+        self.last_word = tags_at + i;
         WayAccess {
             hit: false,
-            idx: base + i,
             victim_tag: old & !META_MASK,
             victim_meta: ((old & META_MASK) >> META_SHIFT) as u8,
         }
@@ -415,9 +409,6 @@ impl WaySets {
     /// metadata) and its metadata.
     #[inline]
     pub(crate) fn drop_way(&mut self, idx: usize) -> (u64, u8) {
-        if idx == self.last_idx {
-            self.last_key = EMPTY;
-        }
         let (set, i, w, g) = (idx / self.ways, idx % self.ways, self.ways, self.groups);
         let v = self.view(set, g);
         let old = std::mem::replace(&mut v.tags[i], EMPTY);
@@ -426,6 +417,10 @@ impl WaySets {
             lanes::dec_above(row, r);
         }
         v.ranks[i / CHUNK][i % CHUNK] = (w - 1) as u8;
+        if old & KEY_MASK == self.last_key {
+            // the repeat path must not find a dropped key
+            self.last_key = EMPTY;
+        }
         (old & !META_MASK, ((old & META_MASK) >> META_SHIFT) as u8)
     }
 
