@@ -331,6 +331,54 @@ struct SubAcc {
 }
 
 impl SubAcc {
+    fn new(thread: u32) -> SubAcc {
+        SubAcc {
+            samples: 0,
+            dram_local: 0,
+            dram_remote: 0,
+            first_thread: thread,
+            page_node: None,
+            shift: 12,
+            multi_thread: false,
+            counts: NodeCounts::Inline {
+                by: [0; 8],
+                dram: [0; 8],
+            },
+        }
+    }
+
+    fn add(
+        &mut self,
+        thread: u32,
+        shift: Option<u8>,
+        page_node: Option<usize>,
+        cpu_node: Option<usize>,
+        dram: bool,
+    ) {
+        self.samples += 1;
+        if self.first_thread != thread {
+            self.multi_thread = true;
+        }
+        if let Some(sh) = shift {
+            self.shift = self.shift.max(sh);
+        }
+        if let Some(p) = page_node {
+            self.page_node = Some(p as u16);
+        }
+        if let Some(f) = cpu_node {
+            self.counts.add(f, dram);
+            if dram {
+                if let Some(p) = page_node {
+                    if p == f {
+                        self.dram_local += 1;
+                    } else {
+                        self.dram_remote += 1;
+                    }
+                }
+            }
+        }
+    }
+
     fn into_sub(self) -> Sub {
         let (by_node, dram_by_node) = self.counts.vectors();
         Sub {
@@ -347,11 +395,184 @@ impl SubAcc {
     }
 }
 
+/// A subpage's counters in one cache line: the table of all sampled subpages is looked up
+/// once per sample at a random place, so one line per entry (64-byte aligned, narrow
+/// counters) is what the analysis' speed comes down to. Entries whose task, address or
+/// counts do not fit move to the wide map (`SubAcc`).
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug)]
+struct Line {
+    /// task << 44 | 4 KiB page number.
+    key: u64,
+    samples: u32,
+    dram_local: u32,
+    dram_remote: u32,
+    first_thread: u32,
+    /// `NO_NODE` when unknown.
+    page_node: u16,
+    shift: u8,
+    /// `MULTI_THREAD`, `WIDE` (counted in the wide map from then on).
+    flags: u8,
+    by: [u16; 8],
+    dram: [u16; 8],
+}
+
+const NO_NODE: u16 = u16::MAX;
+const MULTI_THREAD: u8 = 1;
+const WIDE: u8 = 2;
+const VPN_BITS: u32 = 44;
+
+impl Line {
+    fn to_acc(self) -> SubAcc {
+        SubAcc {
+            samples: self.samples as u64,
+            dram_local: self.dram_local as u64,
+            dram_remote: self.dram_remote as u64,
+            first_thread: self.first_thread,
+            page_node: (self.page_node != NO_NODE).then_some(self.page_node),
+            shift: self.shift,
+            multi_thread: self.flags & MULTI_THREAD != 0,
+            counts: NodeCounts::Inline {
+                by: self.by.map(u32::from),
+                dram: self.dram.map(u32::from),
+            },
+        }
+    }
+}
+
+/// The subpage table: narrow entries in a hashbrown table, the rest in a map of `SubAcc`.
+#[derive(Default)]
+struct Subpages {
+    hasher: ahash::RandomState,
+    lines: hashbrown::HashTable<Line>,
+    wide: HashMap<(u32, u64), SubAcc, ahash::RandomState>,
+}
+
+impl Subpages {
+    /// One sample's share (the per-sample hot path, hence the plain arguments).
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    fn add(
+        &mut self,
+        task: u32,
+        vpn: u64,
+        thread: u32,
+        shift: Option<u8>,
+        page_node: Option<usize>,
+        cpu_node: Option<usize>,
+        dram: bool,
+    ) {
+        if task < 1 << (64 - VPN_BITS) && vpn < 1 << VPN_BITS {
+            let key = (task as u64) << VPN_BITS | vpn;
+            let h = self.hasher.hash_one(key);
+            let hasher = &self.hasher;
+            let line = match self.lines.find_mut(h, |l| l.key == key) {
+                Some(l) => l,
+                None => self
+                    .lines
+                    .insert_unique(
+                        h,
+                        Line {
+                            key,
+                            samples: 0,
+                            dram_local: 0,
+                            dram_remote: 0,
+                            first_thread: thread,
+                            page_node: NO_NODE,
+                            shift: 12,
+                            flags: 0,
+                            by: [0; 8],
+                            dram: [0; 8],
+                        },
+                        |l| hasher.hash_one(l.key),
+                    )
+                    .into_mut(),
+            };
+            if line.flags & WIDE == 0 {
+                let local = matches!((cpu_node, page_node), (Some(f), Some(p)) if f == p);
+                let fits = line.samples < u32::MAX
+                    && page_node.is_none_or(|p| p < NO_NODE as usize)
+                    && cpu_node.is_none_or(|f| {
+                        f < 8
+                            && line.by[f] < u16::MAX
+                            && line.dram[f] < u16::MAX
+                            && line.dram_local < u32::MAX
+                            && line.dram_remote < u32::MAX
+                    });
+                if fits {
+                    line.samples += 1;
+                    if line.first_thread != thread {
+                        line.flags |= MULTI_THREAD;
+                    }
+                    if let Some(sh) = shift {
+                        line.shift = line.shift.max(sh);
+                    }
+                    if let Some(p) = page_node {
+                        line.page_node = p as u16;
+                    }
+                    if let Some(f) = cpu_node {
+                        line.by[f] += 1;
+                        if dram {
+                            line.dram[f] += 1;
+                            if page_node.is_some() {
+                                if local {
+                                    line.dram_local += 1;
+                                } else {
+                                    line.dram_remote += 1;
+                                }
+                            }
+                        }
+                    }
+                    return;
+                }
+                line.flags |= WIDE;
+                self.wide.insert((task, vpn), line.to_acc());
+            }
+        }
+        self.wide
+            .entry((task, vpn))
+            .or_insert_with(|| SubAcc::new(thread))
+            .add(thread, shift, page_node, cpu_node, dram);
+    }
+
+    /// Starts loading the entry of a subpage that a later sample will update: the table is
+    /// larger than the caches and each update otherwise waits for its line. The lookup stops
+    /// at the first slot whose hash tag matches, without reading the slot (a rare false match
+    /// only wastes the prefetch).
+    #[inline]
+    fn prefetch(&self, task: u32, vpn: u64) {
+        #[cfg(target_arch = "x86_64")]
+        if task < 1 << (64 - VPN_BITS) && vpn < 1 << VPN_BITS {
+            let key = (task as u64) << VPN_BITS | vpn;
+            if let Some(l) = self.lines.find(self.hasher.hash_one(key), |_| true) {
+                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                // SAFETY: a prefetch is a hint; it never faults and the pointer is valid.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(l as *const Line as *const i8) };
+            }
+        }
+    }
+
+    fn into_subs(self) -> SubMap {
+        let mut out: SubMap = self
+            .wide
+            .into_iter()
+            .map(|(k, v)| (k, v.into_sub()))
+            .collect();
+        for l in self.lines {
+            if l.flags & WIDE == 0 {
+                let k = ((l.key >> VPN_BITS) as u32, l.key & ((1 << VPN_BITS) - 1));
+                out.insert(k, l.to_acc().into_sub());
+            }
+        }
+        out
+    }
+}
+
 #[derive(Default)]
 struct Acc {
     /// Filled from `live` when reading ends.
     subs: SubMap,
-    live: HashMap<(u32, u64), SubAcc, ahash::RandomState>,
+    live: Subpages,
     /// served[page node][cpu node], DRAM samples with both known.
     served: Vec<Vec<u64>>,
     counts: SampleCounts,
@@ -389,7 +610,11 @@ impl Acc {
             self.first.unwrap_or(u64::MAX),
             self.last.unwrap_or(u64::MIN),
         );
-        for r in &b.records {
+        const AHEAD: usize = 12;
+        for (i, r) in b.records.iter().enumerate() {
+            if let Some(n) = b.records.get(i + AHEAD) {
+                self.live.prefetch(n.sample.task.0, n.sample.addr >> 12);
+            }
             let s = &r.sample;
             let c = &mut self.counts;
             c.total += 1;
@@ -420,44 +645,19 @@ impl Acc {
                 }
                 bump(&mut self.served[p], f, 1);
             }
-            let sub = self
-                .live
-                .entry((s.task.0, s.addr >> 12))
-                .or_insert_with(|| SubAcc {
-                    samples: 0,
-                    dram_local: 0,
-                    dram_remote: 0,
-                    first_thread: s.thread.0,
-                    page_node: None,
-                    shift: 12,
-                    multi_thread: false,
-                    counts: NodeCounts::Inline {
-                        by: [0; 8],
-                        dram: [0; 8],
-                    },
-                });
-            sub.samples += 1;
-            if sub.first_thread != s.thread.0 {
-                sub.multi_thread = true;
-            }
-            if r.known.has(Known::PAGE_SIZE) {
-                sub.shift = sub.shift.max(s.page_size.shift() as u8);
-            }
-            if let Some(p) = page_node {
-                sub.page_node = Some(p as u16);
-            }
-            if let Some(f) = cpu_node {
-                sub.counts.add(f, dram);
-                if dram {
-                    if let Some(p) = page_node {
-                        if p == f {
-                            sub.dram_local += 1;
-                        } else {
-                            sub.dram_remote += 1;
-                        }
-                    }
-                }
-            }
+            let shift = r
+                .known
+                .has(Known::PAGE_SIZE)
+                .then(|| s.page_size.shift() as u8);
+            self.live.add(
+                s.task.0,
+                s.addr >> 12,
+                s.thread.0,
+                shift,
+                page_node,
+                cpu_node,
+                dram,
+            );
         }
         if !b.records.is_empty() {
             self.first = Some(first);
@@ -516,7 +716,7 @@ pub fn analyze(source: &mut dyn SampleSource, opts: &Options) -> Result<Report, 
         acc.add(&b, opts);
     }
     acc.name_sources();
-    acc.subs = acc.live.drain().map(|(k, v)| (k, v.into_sub())).collect();
+    acc.subs = std::mem::take(&mut acc.live).into_subs();
     let meta = source.meta();
     let nodes = opts
         .nodes

@@ -26,6 +26,7 @@ use arrow_array::{
     Array, ArrayRef, BooleanArray, DictionaryArray, Float32Array, RecordBatch, StringArray,
     UInt16Array, UInt32Array, UInt64Array, UInt8Array,
 };
+use arrow_buffer::NullBuffer;
 use arrow_ipc::reader::StreamReader;
 use arrow_ipc::writer::StreamWriter;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
@@ -443,8 +444,25 @@ impl<R: Read> SampleReader<R> {
             })
             .collect::<Result<_, _>>()?;
         let keys = source.keys();
-        let opt64 =
-            |a: Option<&UInt64Array>, i: usize| a.and_then(|a| a.is_valid(i).then(|| a.value(i)));
+        // Plain slices and null bitmaps: the per-row accessors of arrow-array are not inlined
+        // across crates, and this loop runs once per sample.
+        let valid = |n: Option<&NullBuffer>, i: usize| n.is_none_or(|n| n.is_valid(i));
+        let (time_v, task_v, thread_v, cpu_v, addr_v) = (
+            time.values(),
+            task.values(),
+            thread.values(),
+            cpu.values(),
+            addr.values(),
+        );
+        let (cpu_node_v, cpu_node_n) = (cpu_node.values(), cpu_node.nulls());
+        let (page_node_v, page_node_n) = (page_node.values(), page_node.nulls());
+        let (shift_v, shift_n) = (page_shift.values(), page_shift.nulls());
+        let (latency_v, latency_n) = (latency.values(), latency.nulls());
+        let (write_v, write_n) = (write.values(), write.nulls());
+        let (keys_v, keys_n) = (keys.values(), keys.nulls());
+        let opt64 = |a: Option<&UInt64Array>, i: usize| {
+            a.and_then(|a| valid(a.nulls(), i).then(|| a.values()[i]))
+        };
         let mut out = Vec::with_capacity(b.num_rows());
         for i in 0..b.num_rows() {
             let mut known = Known::NONE;
@@ -453,12 +471,12 @@ impl<R: Read> SampleReader<R> {
                     known = known.with(k);
                 }
             };
-            flag(cpu_node.is_valid(i), Known::CPU_NODE);
-            flag(page_node.is_valid(i), Known::PAGE_NODE);
-            flag(latency.is_valid(i), Known::LATENCY);
-            flag(write.is_valid(i), Known::WRITE);
-            let page_size = if page_shift.is_valid(i) {
-                let shift = page_shift.value(i);
+            flag(valid(cpu_node_n, i), Known::CPU_NODE);
+            flag(valid(page_node_n, i), Known::PAGE_NODE);
+            flag(valid(latency_n, i), Known::LATENCY);
+            flag(valid(write_n, i), Known::WRITE);
+            let page_size = if valid(shift_n, i) {
+                let shift = shift_v[i];
                 let p = page_size_of_shift(shift).ok_or_else(|| {
                     Error::new(
                         path,
@@ -470,8 +488,8 @@ impl<R: Read> SampleReader<R> {
             } else {
                 PageSize::Base4K
             };
-            let src = if keys.is_valid(i) {
-                let k = keys.value(i);
+            let src = if valid(keys_n, i) {
+                let k = keys_v[i];
                 let s = usize::try_from(k)
                     .ok()
                     .and_then(|k| dict.get(k).copied())
@@ -490,20 +508,20 @@ impl<R: Read> SampleReader<R> {
             };
             let mut rec = Record {
                 sample: AccessSample {
-                    time_ns: time.value(i),
-                    task: TaskId(task.value(i)),
-                    thread: ThreadId(thread.value(i)),
-                    cpu: CpuId(cpu.value(i)),
-                    cpu_node: NodeId(cpu_node.value(i)),
-                    addr: addr.value(i),
-                    page_node: NodeId(page_node.value(i)),
+                    time_ns: time_v[i],
+                    task: TaskId(task_v[i]),
+                    thread: ThreadId(thread_v[i]),
+                    cpu: CpuId(cpu_v[i]),
+                    cpu_node: NodeId(cpu_node_v[i]),
+                    addr: addr_v[i],
+                    page_node: NodeId(page_node_v[i]),
                     page_size,
                     source: src.unwrap_or(DataSource::LocalDram),
-                    latency_ns: latency.value(i),
-                    write: write.value(i),
+                    latency_ns: latency_v[i],
+                    write: write_v.value(i),
                 },
                 known,
-                event: event.map_or(0, |e| e.value(i)),
+                event: event.map_or(0, |e| e.values()[i]),
                 ip: opt64(ip, i),
                 phys_addr: opt64(phys, i),
                 weight: opt64(weight, i),
