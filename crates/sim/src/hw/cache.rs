@@ -22,6 +22,10 @@
 //! always the way of rank `ways - 1` (an empty way if there is one). Touching a way of rank
 //! `r` increments every rank below `r` and sets it to 0, 16 ranks per SSE2 instruction.
 //! Only the order of the lines matters to the results, never which way holds which line.
+//! One fully associative set of 2^k ≥ 16 ways (the 32-entry L1 DTLB of the Bulldozer
+//! presets) keeps its ranks in a *ring form* instead: the row holds slots, rank =
+//! `(slot - head) mod ways`, and a miss only moves `head` (see `WaySets::ring`); the order,
+//! hence every result, is the same.
 //! Each array also remembers the last key it was asked for, so a run of accesses to one line
 //! or page (streams) skips the search.
 //!
@@ -105,6 +109,52 @@ mod lanes {
         }
     }
 
+    /// Ring form (see `WaySets::ring`): lanes hold slots, rank = (slot - h) & m. Makes the lane
+    /// of slot `s` (rank `r >= 1`) slot `h` (rank 0) and moves every lane of rank below `r`
+    /// one slot on (rank + 1).
+    #[inline(always)]
+    pub fn ring_promote(row: &mut [u8; CHUNK], h: u8, r: u8, s: u8, m: u8) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::*;
+            // SAFETY: SSE2 baseline; loads and stores the 16 bytes of `row`.
+            unsafe {
+                let x = _mm_loadu_si128(row.as_ptr().cast());
+                let mm = _mm_set1_epi8(m as i8);
+                let rel = _mm_and_si128(_mm_sub_epi8(x, _mm_set1_epi8(h as i8)), mm);
+                // rel < r  <=>  min(rel, r - 1) == rel (unsigned)
+                let lt = _mm_cmpeq_epi8(_mm_min_epu8(rel, _mm_set1_epi8((r - 1) as i8)), rel);
+                let moved = _mm_and_si128(_mm_sub_epi8(x, lt), mm);
+                let eq = _mm_cmpeq_epi8(x, _mm_set1_epi8(s as i8));
+                let y = _mm_or_si128(
+                    _mm_andnot_si128(eq, moved),
+                    _mm_and_si128(eq, _mm_set1_epi8(h as i8)),
+                );
+                _mm_storeu_si128(row.as_mut_ptr().cast(), y);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        for b in row.iter_mut() {
+            *b = if *b == s {
+                h
+            } else if b.wrapping_sub(h) & m < r {
+                b.wrapping_add(1) & m
+            } else {
+                *b
+            };
+        }
+    }
+
+    /// Ring form: moves every lane of rank above `r` one slot back (rank - 1).
+    #[inline(always)]
+    pub fn ring_demote(row: &mut [u8; CHUNK], h: u8, r: u8, m: u8) {
+        for b in row.iter_mut() {
+            if b.wrapping_sub(h) & m > r {
+                *b = b.wrapping_sub(1) & m;
+            }
+        }
+    }
+
     /// Subtracts 1 from every lane above `r`, padding lanes (0xff) excepted.
     #[inline(always)]
     pub fn dec_above(row: &mut [u8; CHUNK], r: u8) {
@@ -135,6 +185,14 @@ pub(crate) struct WaySets {
     /// Chunks of 16 lanes in a fingerprint or rank row.
     groups: usize,
     set_mask: u64,
+    /// Ring form of the LRU ranks, for one fully associative set of 2^k ≥ 16 ways (the wide
+    /// L1 DTLBs): the rank row holds each way's *slot*, its rank is `(slot - head) mod ways`.
+    /// A miss replaces the way of rank `ways - 1`, the slot `head - 1`, and only moves `head`
+    /// back by one: every other way ages by one without a store to the row (in a fully
+    /// associative TLB that misses on most references, the rank rows were a chain of
+    /// dependent loads and stores from one reference to the next). Same LRU order as ranks.
+    ring: bool,
+    head: u8,
     ways: usize,
     /// The key of the last access and its way: it is already the most recent of its set, so
     /// repeating it (streams, several references to one line or page) skips the search.
@@ -183,6 +241,8 @@ impl WaySets {
             set_words,
             groups,
             set_mask: sets - 1,
+            ring: sets == 1 && ways.is_power_of_two() && ways >= CHUNK,
+            head: 0,
             ways,
             last_key: EMPTY,
             last_word: 0,
@@ -343,6 +403,13 @@ impl WaySets {
                 victim_meta: 0,
             };
         }
+        if self.ring {
+            return match self.groups {
+                1 => self.access_ring::<1>(key, bits, meta),
+                2 => self.access_ring::<2>(key, bits, meta),
+                _ => self.access_ring_any(key, bits, meta),
+            };
+        }
         match self.groups {
             1 => self.access_set::<1>(key, bits, meta),
             2 => self.access_set::<2>(key, bits, meta),
@@ -353,6 +420,67 @@ impl WaySets {
     #[inline(always)]
     fn access_set<const G: usize>(&mut self, key: u64, bits: u64, meta: u8) -> WayAccess {
         self.access_in(key, bits, meta, G)
+    }
+
+    #[inline(always)]
+    fn access_ring<const G: usize>(&mut self, key: u64, bits: u64, meta: u8) -> WayAccess {
+        self.ring_in(key, bits, meta, G)
+    }
+
+    #[inline(never)]
+    fn access_ring_any(&mut self, key: u64, bits: u64, meta: u8) -> WayAccess {
+        self.ring_in(key, bits, meta, self.groups)
+    }
+
+    /// `access_in` for the ring form (one set).
+    #[inline(always)]
+    fn ring_in(&mut self, key: u64, bits: u64, meta: u8, g: usize) -> WayAccess {
+        let tags_at = 4 * g;
+        let m = (self.ways - 1) as u8;
+        let h = self.head;
+        self.last_key = key;
+        let v = self.view(0, g);
+        if let Some(i) = Self::find_way(v.fps, v.tags, key) {
+            v.tags[i] |= bits;
+            let s = v.ranks[i / CHUNK][i % CHUNK];
+            let r = s.wrapping_sub(h) & m;
+            if r != 0 {
+                for row in v.ranks.iter_mut() {
+                    lanes::ring_promote(row, h, r, s, m);
+                }
+            }
+            self.last_word = tags_at + i;
+            return WayAccess {
+                hit: true,
+                victim_tag: 0,
+                victim_meta: 0,
+            };
+        }
+        // the victim has rank ways - 1, slot head - 1; moving head there makes it rank 0
+        // and ages every other way by one
+        let nh = h.wrapping_sub(1) & m;
+        let i = Self::way_of_slot(v.ranks, nh);
+        let old = std::mem::replace(&mut v.tags[i], key | bits | (meta as u64) << META_SHIFT);
+        v.fps[i / CHUNK][i % CHUNK] = fingerprint(key);
+        self.head = nh;
+        self.last_word = tags_at + i;
+        WayAccess {
+            hit: false,
+            victim_tag: old & !META_MASK,
+            victim_meta: ((old & META_MASK) >> META_SHIFT) as u8,
+        }
+    }
+
+    /// The way whose rank-row lane holds `v`.
+    #[inline(always)]
+    fn way_of_slot(ranks: &[[u8; CHUNK]], v: u8) -> usize {
+        for (c, row) in ranks.iter().enumerate() {
+            let m = lanes::eq_mask(row, v);
+            if m != 0 {
+                return c * CHUNK + m.trailing_zeros() as usize;
+            }
+        }
+        unreachable!("the slots of a ring set are a permutation of 0..ways")
     }
 
     #[inline(never)]
@@ -410,8 +538,21 @@ impl WaySets {
     #[inline]
     pub(crate) fn drop_way(&mut self, idx: usize) -> (u64, u8) {
         let (set, i, w, g) = (idx / self.ways, idx % self.ways, self.ways, self.groups);
+        let (ring, h) = (self.ring, self.head);
         let v = self.view(set, g);
         let old = std::mem::replace(&mut v.tags[i], EMPTY);
+        if ring {
+            let m = (w - 1) as u8;
+            let r = v.ranks[i / CHUNK][i % CHUNK].wrapping_sub(h) & m;
+            for row in v.ranks.iter_mut() {
+                lanes::ring_demote(row, h, r, m);
+            }
+            v.ranks[i / CHUNK][i % CHUNK] = h.wrapping_sub(1) & m;
+            if old & KEY_MASK == self.last_key {
+                self.last_key = EMPTY;
+            }
+            return (old & !META_MASK, ((old & META_MASK) >> META_SHIFT) as u8);
+        }
         let r = v.ranks[i / CHUNK][i % CHUNK];
         for row in v.ranks.iter_mut() {
             lanes::dec_above(row, r);
@@ -454,15 +595,22 @@ impl WaySets {
                 }
             }
         }
+        self.head = 0;
         self.last_key = EMPTY;
     }
 
     /// The ranks of set `set` in way order (tests).
     #[cfg(test)]
     fn ranks_of(&mut self, set: usize) -> Vec<u8> {
-        let (w, g) = (self.ways, self.groups);
+        let (w, g, ring, h) = (self.ways, self.groups, self.ring, self.head);
         let v = self.view(set, g);
-        v.ranks.iter().flatten().take(w).copied().collect()
+        let m = (w - 1) as u8;
+        v.ranks
+            .iter()
+            .flatten()
+            .take(w)
+            .map(|&x| if ring { x.wrapping_sub(h) & m } else { x })
+            .collect()
     }
 }
 
@@ -895,6 +1043,58 @@ mod tests {
             );
             r.sort_unstable();
             assert_eq!(r, (0..24).collect::<Vec<u8>>(), "step {step}");
+        }
+    }
+
+    #[test]
+    fn ring_sets_match_a_reference_lru() {
+        // One fully associative set of 2^k >= 16 ways uses the ring form; it must behave as
+        // true LRU (a reference list, most recent first) under fills, hits and invalidations.
+        for ways in [16u64, 32, 64] {
+            let mut c = SetAssocCache::new(ways * 64, ways as u32);
+            assert!(c.sets.ring && c.sets() == 1);
+            let mut lru: Vec<(u64, bool)> = Vec::new();
+            let mut x = 99u64 + ways;
+            for step in 0..20_000u64 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let line = x % (ways + ways / 2);
+                if step % 11 == 5 {
+                    let got = c.invalidate(line);
+                    let want = lru.iter().position(|e| e.0 == line).map(|p| lru.remove(p));
+                    assert_eq!(got.map(|e| (e.line, e.dirty)), want, "step {step}");
+                    continue;
+                }
+                let write = step % 3 == 0;
+                let got = c.access(line, write, 0);
+                let want = match lru.iter().position(|e| e.0 == line) {
+                    Some(p) => {
+                        let (l, d) = lru.remove(p);
+                        lru.insert(0, (l, d || write));
+                        CacheOutcome::Hit
+                    }
+                    None => {
+                        let ev = if lru.len() == ways as usize {
+                            lru.pop()
+                        } else {
+                            None
+                        };
+                        lru.insert(0, (line, write));
+                        miss(ev.map(|(l, d)| Evicted {
+                            line: l,
+                            dirty: d,
+                            meta: 0,
+                        }))
+                    }
+                };
+                assert_eq!(got, want, "{ways} ways, step {step}");
+                let mut r = c.sets.ranks_of(0);
+                r.sort_unstable();
+                assert_eq!(r, (0..ways as u8).collect::<Vec<u8>>(), "step {step}");
+            }
+            c.clear();
+            assert_eq!(c.valid_lines(), 0);
         }
     }
 
