@@ -20,7 +20,7 @@
 //! which keeps the loop from chasing its own measurement noise.
 
 use crate::carrefour::RoundLog;
-use crate::spec::{ParamInfo, ParamKind, ParamValues};
+use crate::spec::{num, ParamInfo, ParamKind, ParamValues};
 use crate::window::CounterWindow;
 use numalab_core::view::{MemoryView, RegionInfo};
 use numalab_core::{Action, MemPolicy, NodeId, NodeMask, Policy, TaskId};
@@ -34,25 +34,6 @@ pub const SUMMARY: &str = "adaptive remote percentage (policies.md §5 [nl]): pe
 
 /// Bytes per DRAM request (one cache line).
 const LINE_BYTES: f64 = 64.0;
-
-const fn num(
-    key: &'static str,
-    default: f64,
-    unit: &'static str,
-    meaning: &'static str,
-    min: f64,
-    max: f64,
-) -> ParamInfo {
-    ParamInfo {
-        key,
-        default,
-        unit,
-        meaning,
-        kind: ParamKind::Number,
-        min,
-        max,
-    }
-}
 
 pub const PARAMS: &[ParamInfo] = &[
     num(

@@ -10,7 +10,7 @@
 //! simulator has, and its gate needs the fraction of written cache lines, which no counter
 //! of the view gives. The parameters say so rather than pretending.
 
-use crate::spec::{ParamInfo, ParamKind, ParamValues};
+use crate::spec::{num, ParamInfo, ParamKind, ParamValues};
 use crate::window::{group_by_current_page, CounterWindow, IntervalCounters, PageSamples, Rng};
 use numalab_core::view::MemoryView;
 use numalab_core::{Action, NodeId, PageSize, Policy, TaskId};
@@ -20,25 +20,6 @@ pub const NAME: &str = "carrefour";
 pub const SUMMARY: &str = "Carrefour (ASPLOS 2013, policies.md §6): per period, gate on MAPTU, \
      enable interleaving (imbalance) and migration (LAR), then migrate single-node pages and \
      interleave shared pages seen in DRAM samples";
-
-const fn num(
-    key: &'static str,
-    default: f64,
-    unit: &'static str,
-    meaning: &'static str,
-    min: f64,
-    max: f64,
-) -> ParamInfo {
-    ParamInfo {
-        key,
-        default,
-        unit,
-        meaning,
-        kind: ParamKind::Number,
-        min,
-        max,
-    }
-}
 
 pub const PARAMS: &[ParamInfo] = &[
     num(

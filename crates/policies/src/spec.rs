@@ -60,6 +60,27 @@ pub struct ParamInfo {
     pub max: f64,
 }
 
+/// A numeric tunable, the common kind: `min..=max` is what the parser accepts. Shared by the
+/// policies' parameter tables.
+pub const fn num(
+    key: &'static str,
+    default: f64,
+    unit: &'static str,
+    meaning: &'static str,
+    min: f64,
+    max: f64,
+) -> ParamInfo {
+    ParamInfo {
+        key,
+        default,
+        unit,
+        meaning,
+        kind: ParamKind::Number,
+        min,
+        max,
+    }
+}
+
 impl ParamInfo {
     /// The default as a spec would write it (`1000`, `0.5`, `1`).
     pub fn default_text(&self) -> String {
