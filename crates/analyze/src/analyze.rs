@@ -13,7 +13,7 @@
 //! load-address samples then still show who touches which page.
 
 use crate::error::Error;
-use crate::record::{Batch, Known, Mapping, MappingKind, SampleSource};
+use crate::record::{Mapping, MappingKind, Row, SampleSource};
 use numalab_core::metrics::{
     controller_loads, imbalance_percent, lar_percent_from_traffic, lar_percent_per_node,
     HOT_PAGE_THRESHOLD_PCT,
@@ -440,16 +440,80 @@ impl Line {
     }
 }
 
-/// The subpage table: narrow entries in a hashbrown table, the rest in a map of `SubAcc`.
-#[derive(Default)]
+/// The slot of a `Line` key: a multiplicative hash's top bits (`shift` = 64 − log2 slots).
+/// Cheaper than aHash, and the table's order never reaches the report.
+#[inline]
+fn line_slot(key: u64, shift: u32) -> usize {
+    ((key ^ (key >> 29)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> shift) as usize
+}
+
+/// Key of an empty slot (no subpage has it: tasks must be below 2^20 − 1 to get a line).
+const EMPTY: u64 = u64::MAX;
+
+fn empty_line() -> Line {
+    Line {
+        key: EMPTY,
+        samples: 0,
+        dram_local: 0,
+        dram_remote: 0,
+        first_thread: 0,
+        page_node: NO_NODE,
+        shift: 12,
+        flags: 0,
+        by: [0; 8],
+        dram: [0; 8],
+    }
+}
+
+/// `n` empty lines, on transparent huge pages where the system allows it (madvise mode): each
+/// sample touches a random line of a table of several MiB, and with 4 KiB pages nearly every
+/// touch (and prefetch) also misses the TLB.
+fn alloc_lines(n: usize) -> Vec<Line> {
+    let mut v: Vec<Line> = Vec::with_capacity(n);
+    #[cfg(target_os = "linux")]
+    {
+        extern "C" {
+            fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
+        }
+        const MADV_HUGEPAGE: i32 = 14;
+        let bytes = n * std::mem::size_of::<Line>();
+        let start = v.as_mut_ptr() as usize;
+        let (a, e) = ((start + 4095) & !4095, (start + bytes) & !4095);
+        if bytes >= 1 << 21 && e > a {
+            // SAFETY: advice on pages of an allocation this function owns and has not touched;
+            // failure only means no huge pages.
+            unsafe { madvise(a as *mut std::ffi::c_void, e - a, MADV_HUGEPAGE) };
+        }
+    }
+    v.resize(n, empty_line());
+    v
+}
+
+/// The subpage table: narrow entries in an open-addressing table of lines (linear probing,
+/// at most half full, so that the slot of a key is known without reading anything and a
+/// prefetch needs no load), the rest in a map of `SubAcc`.
 struct Subpages {
-    hasher: ahash::RandomState,
-    lines: hashbrown::HashTable<Line>,
+    lines: Vec<Line>,
+    /// 64 − log2(lines.len()).
+    shift: u32,
+    used: usize,
     wide: HashMap<(u32, u64), SubAcc, ahash::RandomState>,
 }
 
+impl Default for Subpages {
+    fn default() -> Self {
+        Subpages {
+            lines: alloc_lines(1 << 12),
+            shift: 64 - 12,
+            used: 0,
+            wide: HashMap::default(),
+        }
+    }
+}
+
 impl Subpages {
-    /// One sample's share (the per-sample hot path, hence the plain arguments).
+    /// One sample's share (the per-sample hot path, hence the plain arguments; unknown
+    /// shift = 0, unknown nodes = `NO_NODE`).
     #[inline]
     #[allow(clippy::too_many_arguments)]
     fn add(
@@ -457,65 +521,53 @@ impl Subpages {
         task: u32,
         vpn: u64,
         thread: u32,
-        shift: Option<u8>,
-        page_node: Option<usize>,
-        cpu_node: Option<usize>,
+        shift: u8,
+        page_node: u16,
+        cpu_node: u16,
         dram: bool,
     ) {
-        if task < 1 << (64 - VPN_BITS) && vpn < 1 << VPN_BITS {
+        if task < (1 << (64 - VPN_BITS)) - 1 && vpn < 1 << VPN_BITS {
             let key = (task as u64) << VPN_BITS | vpn;
-            let h = self.hasher.hash_one(key);
-            let hasher = &self.hasher;
-            let line = match self.lines.find_mut(h, |l| l.key == key) {
-                Some(l) => l,
-                None => self
-                    .lines
-                    .insert_unique(
-                        h,
-                        Line {
-                            key,
-                            samples: 0,
-                            dram_local: 0,
-                            dram_remote: 0,
-                            first_thread: thread,
-                            page_node: NO_NODE,
-                            shift: 12,
-                            flags: 0,
-                            by: [0; 8],
-                            dram: [0; 8],
-                        },
-                        |l| hasher.hash_one(l.key),
-                    )
-                    .into_mut(),
-            };
+            let mask = self.lines.len() - 1;
+            let mut i = line_slot(key, self.shift);
+            while self.lines[i].key != key && self.lines[i].key != EMPTY {
+                i = (i + 1) & mask;
+            }
+            if self.lines[i].key == EMPTY {
+                if 2 * (self.used + 1) > self.lines.len() {
+                    self.grow();
+                    return self.add(task, vpn, thread, shift, page_node, cpu_node, dram);
+                }
+                self.used += 1;
+                self.lines[i].key = key;
+                self.lines[i].first_thread = thread;
+            }
+            let line = &mut self.lines[i];
             if line.flags & WIDE == 0 {
-                let local = matches!((cpu_node, page_node), (Some(f), Some(p)) if f == p);
+                let f = cpu_node as usize;
+                // page_node == NO_NODE fits (it means unknown); cpu nodes from 8 do not.
                 let fits = line.samples < u32::MAX
-                    && page_node.is_none_or(|p| p < NO_NODE as usize)
-                    && cpu_node.is_none_or(|f| {
-                        f < 8
+                    && (cpu_node == NO_NODE
+                        || (f < 8
                             && line.by[f] < u16::MAX
                             && line.dram[f] < u16::MAX
                             && line.dram_local < u32::MAX
-                            && line.dram_remote < u32::MAX
-                    });
+                            && line.dram_remote < u32::MAX));
                 if fits {
                     line.samples += 1;
                     if line.first_thread != thread {
                         line.flags |= MULTI_THREAD;
                     }
-                    if let Some(sh) = shift {
-                        line.shift = line.shift.max(sh);
+                    line.shift = line.shift.max(shift);
+                    if page_node != NO_NODE {
+                        line.page_node = page_node;
                     }
-                    if let Some(p) = page_node {
-                        line.page_node = p as u16;
-                    }
-                    if let Some(f) = cpu_node {
+                    if cpu_node != NO_NODE {
                         line.by[f] += 1;
                         if dram {
                             line.dram[f] += 1;
-                            if page_node.is_some() {
-                                if local {
+                            if page_node != NO_NODE {
+                                if page_node == cpu_node {
                                     line.dram_local += 1;
                                 } else {
                                     line.dram_remote += 1;
@@ -529,26 +581,46 @@ impl Subpages {
                 self.wide.insert((task, vpn), line.to_acc());
             }
         }
+        let known = |n: u16| (n != NO_NODE).then_some(n as usize);
         self.wide
             .entry((task, vpn))
             .or_insert_with(|| SubAcc::new(thread))
-            .add(thread, shift, page_node, cpu_node, dram);
+            .add(
+                thread,
+                (shift != 0).then_some(shift),
+                known(page_node),
+                known(cpu_node),
+                dram,
+            );
     }
 
-    /// Starts loading the entry of a subpage that a later sample will update: the table is
-    /// larger than the caches and each update otherwise waits for its line. The lookup stops
-    /// at the first slot whose hash tag matches, without reading the slot (a rare false match
-    /// only wastes the prefetch).
+    /// Doubles the table and re-inserts its lines.
+    #[cold]
+    fn grow(&mut self) {
+        let grown = alloc_lines(self.lines.len() * 2);
+        let old = std::mem::replace(&mut self.lines, grown);
+        self.shift -= 1;
+        let mask = self.lines.len() - 1;
+        for l in old.into_iter().filter(|l| l.key != EMPTY) {
+            let mut i = line_slot(l.key, self.shift);
+            while self.lines[i].key != EMPTY {
+                i = (i + 1) & mask;
+            }
+            self.lines[i] = l;
+        }
+    }
+
+    /// Starts loading the home slot of a subpage that a later sample will update: the table is
+    /// larger than the caches and each update otherwise waits for its line.
     #[inline]
     fn prefetch(&self, task: u32, vpn: u64) {
         #[cfg(target_arch = "x86_64")]
-        if task < 1 << (64 - VPN_BITS) && vpn < 1 << VPN_BITS {
+        {
             let key = (task as u64) << VPN_BITS | vpn;
-            if let Some(l) = self.lines.find(self.hasher.hash_one(key), |_| true) {
-                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                // SAFETY: a prefetch is a hint; it never faults and the pointer is valid.
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(l as *const Line as *const i8) };
-            }
+            let l = &self.lines[line_slot(key, self.shift)];
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            // SAFETY: a prefetch is a hint; it never faults and the pointer is valid.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(l as *const Line as *const i8) };
         }
     }
 
@@ -559,7 +631,7 @@ impl Subpages {
             .map(|(k, v)| (k, v.into_sub()))
             .collect();
         for l in self.lines {
-            if l.flags & WIDE == 0 {
+            if l.key != EMPTY && l.flags & WIDE == 0 {
                 let k = ((l.key >> VPN_BITS) as u32, l.key & ((1 << VPN_BITS) - 1));
                 out.insert(k, l.to_acc().into_sub());
             }
@@ -576,7 +648,7 @@ struct Acc {
     /// served[page node][cpu node], DRAM samples with both known.
     served: Vec<Vec<u64>>,
     counts: SampleCounts,
-    /// Samples per `DataSource` (in `source_index` order); names are given at the end.
+    /// Samples per `DataSource` in `Row::SOURCES` order; names are given at the end.
     by_source: [u64; 5],
     by_cpu_node: Vec<u64>,
     first: Option<u64>,
@@ -585,81 +657,73 @@ struct Acc {
     max_node: usize,
 }
 
-const SOURCES: [DataSource; 5] = [
-    DataSource::PrivateCache,
-    DataSource::LocalLlc,
-    DataSource::RemoteCache,
-    DataSource::LocalDram,
-    DataSource::RemoteDram,
-];
-
-fn source_index(s: DataSource) -> usize {
-    match s {
-        DataSource::PrivateCache => 0,
-        DataSource::LocalLlc => 1,
-        DataSource::RemoteCache => 2,
-        DataSource::LocalDram => 3,
-        DataSource::RemoteDram => 4,
-    }
-}
+const SOURCES: [DataSource; 5] = Row::SOURCES;
 
 impl Acc {
-    fn add(&mut self, b: &Batch, opts: &Options) {
-        self.mappings.extend(b.mappings.iter().cloned());
+    fn add_rows(&mut self, rows: &[Row], opts: &Options) {
         let (mut first, mut last) = (
             self.first.unwrap_or(u64::MAX),
             self.last.unwrap_or(u64::MIN),
         );
+        // DRAM or not by source index (unknown: the option).
+        let mut is_dram = [opts.unknown_source_as_dram; 256];
+        for (i, s) in Row::SOURCES.iter().enumerate() {
+            is_dram[i] = s.is_dram();
+        }
+        let mut by_source = [0u64; 256];
+        let (mut dram_n, mut writes, mut with_cpu, mut with_page) = (0u64, 0u64, 0u64, 0u64);
         const AHEAD: usize = 12;
-        for (i, r) in b.records.iter().enumerate() {
-            if let Some(n) = b.records.get(i + AHEAD) {
-                self.live.prefetch(n.sample.task.0, n.sample.addr >> 12);
+        for (i, r) in rows.iter().enumerate() {
+            if let Some(n) = rows.get(i + AHEAD) {
+                self.live.prefetch(n.task, n.addr >> 12);
             }
-            let s = &r.sample;
-            let c = &mut self.counts;
-            c.total += 1;
-            first = first.min(s.time_ns);
-            last = last.max(s.time_ns);
-            let source = r.source();
-            match source {
-                Some(src) => self.by_source[source_index(src)] += 1,
-                None => c.unknown_source += 1,
-            }
-            let dram = source.map_or(opts.unknown_source_as_dram, DataSource::is_dram);
-            c.dram += dram as u64;
-            c.writes += (r.write() == Some(true)) as u64;
-            let cpu_node = r.cpu_node().map(|n| n.index());
-            let page_node = r.page_node().map(|n| n.index());
-            c.with_cpu_node += cpu_node.is_some() as u64;
-            c.with_page_node += page_node.is_some() as u64;
-            if let Some(n) = cpu_node {
+            first = first.min(r.time_ns);
+            last = last.max(r.time_ns);
+            by_source[r.source as usize] += 1;
+            let dram = is_dram[r.source as usize];
+            dram_n += dram as u64;
+            writes += (r.write == 1) as u64;
+            let (cpu_node, page_node) = (r.cpu_node, r.page_node);
+            with_cpu += (cpu_node != NO_NODE) as u64;
+            with_page += (page_node != NO_NODE) as u64;
+            if cpu_node != NO_NODE {
+                let n = cpu_node as usize;
                 bump(&mut self.by_cpu_node, n, 1);
                 self.max_node = self.max_node.max(n);
             }
-            if let Some(p) = page_node {
+            if page_node != NO_NODE {
+                let p = page_node as usize;
                 self.max_node = self.max_node.max(p);
-            }
-            if let (true, Some(f), Some(p)) = (dram, cpu_node, page_node) {
-                if self.served.len() <= p {
-                    self.served.resize(p + 1, Vec::new());
+                if dram && cpu_node != NO_NODE {
+                    if self.served.len() <= p {
+                        self.served.resize(p + 1, Vec::new());
+                    }
+                    bump(&mut self.served[p], cpu_node as usize, 1);
                 }
-                bump(&mut self.served[p], f, 1);
             }
-            let shift = r
-                .known
-                .has(Known::PAGE_SIZE)
-                .then(|| s.page_size.shift() as u8);
             self.live.add(
-                s.task.0,
-                s.addr >> 12,
-                s.thread.0,
-                shift,
+                r.task,
+                r.addr >> 12,
+                r.thread,
+                r.page_shift,
                 page_node,
                 cpu_node,
                 dram,
             );
         }
-        if !b.records.is_empty() {
+        let c = &mut self.counts;
+        c.total += rows.len() as u64;
+        c.dram += dram_n;
+        c.writes += writes;
+        c.with_cpu_node += with_cpu;
+        c.with_page_node += with_page;
+        for (i, n) in by_source.iter().enumerate() {
+            match self.by_source.get_mut(i) {
+                Some(b) => *b += n,
+                None => c.unknown_source += n,
+            }
+        }
+        if !rows.is_empty() {
             self.first = Some(first);
             self.last = Some(last);
         }
@@ -706,15 +770,74 @@ fn nodes_touching(v: &[u64]) -> usize {
     v.iter().filter(|c| **c > 0).count()
 }
 
+/// Reading and counting on two threads: this thread decodes batches of rows (the source need
+/// not be `Send`), a second one folds them into `acc` in the same order, so the result is the
+/// one of a single thread. Each takes about half of the time, so wall time nearly halves
+/// where a second core is free; the extra CPU is a channel message per batch.
+fn pipelined(
+    acc: Acc,
+    source: &mut dyn SampleSource,
+    maps: &mut Vec<Mapping>,
+    opts: &Options,
+) -> Result<Acc, Error> {
+    use std::sync::mpsc::{channel, sync_channel};
+    std::thread::scope(|s| {
+        let (full_tx, full_rx) = sync_channel::<Vec<Row>>(2);
+        let (empty_tx, empty_rx) = channel::<Vec<Row>>();
+        let worker = s.spawn(move || {
+            let mut acc = acc;
+            for rows in full_rx {
+                acc.add_rows(&rows, opts);
+                // The reader may be gone after an error; the buffer is then dropped.
+                let _ = empty_tx.send(rows);
+            }
+            acc
+        });
+        let mut res = Ok(());
+        loop {
+            let mut rows = empty_rx.try_recv().unwrap_or_default();
+            rows.clear();
+            match source.next_rows(&mut rows, maps) {
+                Ok(true) => {
+                    if full_tx.send(rows).is_err() {
+                        break;
+                    }
+                }
+                Ok(false) => break,
+                Err(e) => {
+                    res = Err(e);
+                    break;
+                }
+            }
+        }
+        drop(full_tx);
+        let acc = worker
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        res.map(|()| acc)
+    })
+}
+
 /// Reads `source` to its end and analyses it.
 pub fn analyze(source: &mut dyn SampleSource, opts: &Options) -> Result<Report, Error> {
     let mut acc = Acc {
         mappings: source.meta().mappings.clone(),
         ..Default::default()
     };
-    while let Some(b) = source.next_batch()? {
-        acc.add(&b, opts);
-    }
+    let mut maps = Vec::new();
+    let mut acc = if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
+        pipelined(acc, source, &mut maps, opts)?
+    } else {
+        let mut rows = Vec::new();
+        while {
+            rows.clear();
+            source.next_rows(&mut rows, &mut maps)?
+        } {
+            acc.add_rows(&rows, opts);
+        }
+        acc
+    };
+    acc.mappings.append(&mut maps);
     acc.name_sources();
     acc.subs = std::mem::take(&mut acc.live).into_subs();
     let meta = source.meta();

@@ -16,7 +16,9 @@
 //!   truth of where pages were; by convention beside the samples as `X.placement.arrows`.
 
 use crate::error::Error;
-use crate::record::{Batch, FileMeta, Known, Placement, PlacementEntry, Record, SampleSource};
+use crate::record::{
+    Batch, FileMeta, Known, Mapping, Placement, PlacementEntry, Record, Row, SampleSource,
+};
 use arrow_array::builder::{
     BooleanBuilder, Float32Builder, Int8Builder, UInt16Builder, UInt32Builder, UInt64Builder,
     UInt8Builder,
@@ -398,6 +400,15 @@ impl<R: Read> SampleReader<R> {
     }
 
     fn convert(&self, b: &RecordBatch) -> Result<Vec<Record>, Error> {
+        let mut out = Vec::with_capacity(b.num_rows());
+        self.convert_with(b, |r| out.push(*r))?;
+        Ok(out)
+    }
+
+    /// Each row of `b` as a `Record`, handed to `emit` (inlined: `next_rows` turns it into a
+    /// `Row` without storing the 120-byte record).
+    #[inline]
+    fn convert_with(&self, b: &RecordBatch, mut emit: impl FnMut(&Record)) -> Result<(), Error> {
         let path = &self.path;
         let time = column::<UInt64Array>(b, "time_ns", path)?;
         let task = column::<UInt32Array>(b, "task", path)?;
@@ -463,7 +474,6 @@ impl<R: Read> SampleReader<R> {
         let opt64 = |a: Option<&UInt64Array>, i: usize| {
             a.and_then(|a| valid(a.nulls(), i).then(|| a.values()[i]))
         };
-        let mut out = Vec::with_capacity(b.num_rows());
         for i in 0..b.num_rows() {
             let mut known = Known::NONE;
             let mut flag = |valid: bool, k: Known| {
@@ -532,9 +542,9 @@ impl<R: Read> SampleReader<R> {
                     p.annotate(&mut rec);
                 }
             }
-            out.push(rec);
+            emit(&rec);
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -554,6 +564,21 @@ impl<R: Read> SampleSource for SampleReader<R> {
                 records: self.convert(&b)?,
                 mappings: Vec::new(),
             })),
+        }
+    }
+
+    fn next_rows(&mut self, rows: &mut Vec<Row>, _: &mut Vec<Mapping>) -> Result<bool, Error> {
+        match self.reader.next() {
+            None => Ok(false),
+            Some(Err(e)) => Err(Error::new(
+                &self.path,
+                format!("corrupt or truncated record batch: {e}"),
+            )),
+            Some(Ok(b)) => {
+                rows.reserve(b.num_rows());
+                self.convert_with(&b, |r| rows.push(Row::from_record(r)))?;
+                Ok(true)
+            }
         }
     }
 }

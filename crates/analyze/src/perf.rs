@@ -14,7 +14,7 @@
 
 use crate::error::Error;
 use crate::record::{
-    cpu_nodes, Batch, FileMeta, Known, Mapping, MappingKind, Placement, Record, SampleSource,
+    cpu_nodes, Batch, FileMeta, Known, Mapping, MappingKind, Placement, Record, Row, SampleSource,
 };
 use linux_perf_data::linux_perf_event_reader::{
     EventRecord, PerfEventAttr, RecordType, SamplingPolicy,
@@ -511,6 +511,13 @@ pub struct PerfReader {
     layouts: Vec<SampleLayout>,
     meta: FileMeta,
     cpu_node: Vec<Option<NodeId>>,
+    /// `cpu_node` with `Row::NO_NODE` for unknown (the row decoder's table).
+    cpu_node16: Vec<u16>,
+    /// data_src word → (source, write) codes of `Row` (see `source_of`).
+    ds_cache: Box<[(u64, u8, u8); 64]>,
+    /// numalab's exports write pid = task + offset, tid = thread + offset (`HEADER_VERSION`
+    /// says so), because perf takes pid/tid 0 for the idle task; subtracted when reading.
+    id_offset: u32,
     /// Physical memory blocks → node, from `HEADER_MEM_TOPOLOGY` (with `phys_addr` samples).
     mem_nodes: Option<MemNodes>,
     /// The file says its weights are latencies in ns (numalab's perf.data export).
@@ -561,6 +568,21 @@ impl PerfReader {
             .ok()
             .flatten()
             .is_some_and(|v| v.starts_with(crate::perf_write::VERSION_LATENCY_NS));
+        let id_offset = perf_file
+            .perf_version()
+            .ok()
+            .flatten()
+            .and_then(crate::perf_write::id_offset_of_version)
+            .unwrap_or(0);
+        let cpu_node16 = cpu_node
+            .iter()
+            .map(|n| n.map_or(Row::NO_NODE, |n| n.0))
+            .collect();
+        let ds0 = (
+            0,
+            data_source(0).map_or(Row::UNKNOWN, Row::source_index),
+            data_src_is_write(0).map_or(Row::UNKNOWN, u8::from),
+        );
         let meta = FileMeta {
             machine: perf_file
                 .hostname()
@@ -590,6 +612,9 @@ impl PerfReader {
             layouts,
             meta,
             cpu_node,
+            cpu_node16,
+            ds_cache: Box::new([ds0; 64]),
+            id_offset,
             mem_nodes,
             weight_is_latency,
             placement: opts.placement,
@@ -679,8 +704,14 @@ impl PerfReader {
         let mut r = Record {
             sample: AccessSample {
                 time_ns: s.time.unwrap_or(0),
-                task: TaskId(s.pid.unwrap_or(-1) as u32),
-                thread: ThreadId(s.tid.unwrap_or(-1) as u32),
+                task: TaskId(
+                    s.pid
+                        .map_or(u32::MAX, |p| (p as u32).wrapping_sub(self.id_offset)),
+                ),
+                thread: ThreadId(
+                    s.tid
+                        .map_or(u32::MAX, |t| (t as u32).wrapping_sub(self.id_offset)),
+                ),
                 cpu: CpuId(cpu),
                 cpu_node: cpu_node.unwrap_or(NodeId(0)),
                 addr: s.addr.unwrap_or(0),
@@ -718,21 +749,269 @@ impl PerfReader {
             mappings: Vec::new(),
         };
         let mut any = false;
-        while batch.records.len() < self.batch_rows {
-            if f.ready == 0 && !f.read_round(self)? {
-                break;
+        let mut q = std::mem::take(&mut f.records);
+        let r = (|| {
+            while batch.records.len() < self.batch_rows {
+                if q.ready == 0 && !f.read_round(&mut q, self)? {
+                    break;
+                }
+                let Some((_, item)) = q.incoming.pop_front() else {
+                    break;
+                };
+                q.ready -= 1;
+                any = true;
+                match item {
+                    Item::Sample(r) => batch.records.push(r),
+                    Item::Map(m) => batch.mappings.push(m),
+                }
             }
-            let Some((_, item)) = f.incoming.pop_front() else {
-                break;
-            };
-            f.ready -= 1;
-            any = true;
-            match item {
-                Item::Sample(r) => batch.records.push(r),
-                Item::Map(m) => batch.mappings.push(m),
+            Ok(())
+        })();
+        f.records = q;
+        r.map(|()| any.then_some(batch))
+    }
+
+    fn fill_rows(
+        &mut self,
+        f: &mut FastRecords,
+        rows: &mut Vec<Row>,
+        mappings: &mut Vec<Mapping>,
+    ) -> Result<bool, Error> {
+        let mut q = std::mem::take(&mut f.rows);
+        rows.reserve(self.batch_rows);
+        let r = (|| {
+            let (start, mut any) = (rows.len(), false);
+            while rows.len() - start < self.batch_rows {
+                if q.ready == 0 && !f.read_round(&mut q, self)? {
+                    break;
+                }
+                let take = q.ready.min(self.batch_rows - (rows.len() - start));
+                q.ready -= take;
+                any |= take > 0;
+                for QRow { row, .. } in q.incoming.drain(..take) {
+                    if row.pad & QRow::MAP == 0 {
+                        rows.push(Row { pad: 0, ..row });
+                    } else if let Some(m) = f.row_maps.get_mut(row.task as usize) {
+                        mappings.extend(m.take());
+                    }
+                }
+                if q.incoming.is_empty() {
+                    f.row_maps.clear();
+                }
+            }
+            Ok(any)
+        })();
+        f.rows = q;
+        r
+    }
+
+    /// A sample straight into a [`Row`] (the same values as `Row::from_record(to_record(..))`)
+    /// from a fixed layout with an address; `None` when the record is too short.
+    #[inline]
+    fn row_fast(&mut self, fl: &FixedLayout, b: &[u8]) -> Option<Row> {
+        let b = b.get(..fl.size)?;
+        let u = |at: Option<usize>| {
+            at.map(|a| u64::from_le_bytes(b[a..a + 8].try_into().expect("8 bytes")))
+        };
+        let addr = u(fl.addr)?;
+        let time_ns = u(fl.time).unwrap_or(0);
+        let off = self.id_offset;
+        let (task, thread) = match u(fl.tid) {
+            Some(v) => (
+                (v as u32).wrapping_sub(off),
+                ((v >> 32) as u32).wrapping_sub(off),
+            ),
+            None => (u32::MAX, u32::MAX),
+        };
+        let cpu_node = match u(fl.cpu) {
+            Some(c) => self
+                .cpu_node16
+                .get(c as u32 as usize)
+                .copied()
+                .unwrap_or(Row::NO_NODE),
+            None => Row::NO_NODE,
+        };
+        let (source, write) = match u(fl.data_src) {
+            Some(ds) => self.source_of(ds),
+            None => (Row::UNKNOWN, Row::UNKNOWN),
+        };
+        let mut page_node = match (&self.mem_nodes, u(fl.phys_addr)) {
+            (Some(m), Some(p)) if p != 0 => m.node_of(p).map_or(Row::NO_NODE, |n| n.0),
+            _ => Row::NO_NODE,
+        };
+        let mut page_shift = match u(fl.data_page_size) {
+            Some(0x1000) => 12,
+            Some(0x20_0000) => 21,
+            Some(bytes) => page_size_of_bytes(bytes).map_or(0, |p| p.shift() as u8),
+            None => 0,
+        };
+        if let Some(p) = &self.placement {
+            if let Some((n, size)) = p.lookup(TaskId(task), addr, time_ns) {
+                page_node = n.0;
+                page_shift = size.shift() as u8;
             }
         }
-        Ok(any.then_some(batch))
+        Some(Row {
+            time_ns,
+            addr,
+            task,
+            thread,
+            cpu_node,
+            page_node,
+            page_shift,
+            source,
+            write,
+            pad: 0,
+        })
+    }
+
+    /// `data_source` and `data_src_is_write` as `Row` codes, through a small cache: a file
+    /// has few distinct data_src words, and decoding one is a chain of branches.
+    #[inline]
+    fn source_of(&mut self, ds: u64) -> (u8, u8) {
+        let slot = (ds.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize;
+        let e = &mut self.ds_cache[slot];
+        if e.0 != ds {
+            *e = (
+                ds,
+                data_source(ds).map_or(Row::UNKNOWN, Row::source_index),
+                data_src_is_write(ds).map_or(Row::UNKNOWN, u8::from),
+            );
+        }
+        (e.1, e.2)
+    }
+
+    /// A mapping's pid back in numalab's task numbering.
+    fn map_task(&self, mut m: Mapping) -> Mapping {
+        m.task = m.task.wrapping_sub(self.id_offset);
+        m
+    }
+}
+
+/// Records read and not handed out yet, in key order up to `ready` (those released).
+struct Queue<T> {
+    incoming: VecDeque<T>,
+    ready: usize,
+    /// Some record came in with a key below the one before it: sort before releasing.
+    unsorted: bool,
+}
+
+impl<T> Default for Queue<T> {
+    fn default() -> Self {
+        Queue {
+            incoming: VecDeque::new(),
+            ready: 0,
+            unsorted: false,
+        }
+    }
+}
+
+impl<T: Queued> Queue<T> {
+    /// Releases the records with a key up to `upto` (all: `None`), in key order; whether any
+    /// were released. Sorts only when the records came out of order.
+    fn release(&mut self, upto: Option<Key>) -> bool {
+        if self.unsorted {
+            self.incoming
+                .make_contiguous()
+                .sort_unstable_by_key(|k| k.key());
+            self.unsorted = false;
+        }
+        let n = match upto {
+            None => self.incoming.len(),
+            Some(m) => self.incoming.partition_point(|k| k.key() <= m),
+        };
+        self.ready = n;
+        n > 0
+    }
+}
+
+/// What the direct reader queues for a sample or a mapping: `Record`s for `next_batch`,
+/// `Row`s for `next_rows`.
+trait Queued: Sized {
+    fn sample(r: &mut PerfReader, f: &FastRecords, body: &[u8], key: Key) -> Option<Self>;
+    fn map(m: Mapping, key: Key, row_maps: &mut Vec<Option<Mapping>>) -> Self;
+    fn key(&self) -> Key;
+}
+
+impl Queued for (Key, Item) {
+    fn sample(r: &mut PerfReader, f: &FastRecords, body: &[u8], key: Key) -> Option<Self> {
+        let fixed = f.fixed.and_then(|fl| fl.decode(body));
+        match fixed.map_or_else(|| decode_sample(body, &f.layout), Ok) {
+            Ok(s) if s.addr.is_some() => {
+                let attr = match (&f.id_to_attr, s.id) {
+                    (Some(m), Some(id)) => m.get(&id).copied().unwrap_or(0),
+                    _ => 0,
+                };
+                Some((key, Item::Sample(r.to_record(attr, &s))))
+            }
+            // A sample without a data address says nothing about memory placement.
+            Ok(_) => None,
+            Err(e) => {
+                r.malformed_samples += 1;
+                r.first_error.get_or_insert(e);
+                None
+            }
+        }
+    }
+    fn map(m: Mapping, key: Key, _: &mut Vec<Option<Mapping>>) -> Self {
+        (key, Item::Map(m))
+    }
+    #[inline]
+    fn key(&self) -> Key {
+        self.0
+    }
+}
+
+/// A queued row (40 bytes: the queue holds a whole round, and its traffic counts): the key's
+/// time is the row's (`HAS_TIME` in `pad`), a mapping is a row marked `MAP` whose `task`
+/// indexes `FastRecords::row_maps`.
+#[derive(Copy, Clone)]
+struct QRow {
+    offset: u64,
+    row: Row,
+}
+
+impl QRow {
+    const HAS_TIME: u8 = 1;
+    const MAP: u8 = 2;
+}
+
+impl Queued for QRow {
+    #[inline]
+    fn sample(r: &mut PerfReader, f: &FastRecords, body: &[u8], key: Key) -> Option<Self> {
+        let row = match f.row_layout.as_ref().and_then(|fl| r.row_fast(fl, body)) {
+            Some(row) => row,
+            None => match <(Key, Item)>::sample(r, f, body, key)?.1 {
+                Item::Sample(rec) => Row::from_record(&rec),
+                Item::Map(_) => return None,
+            },
+        };
+        // A sample's key time is its TIME field, as the row's (0 when absent, then no key time).
+        debug_assert!(key.0.is_none_or(|t| t == row.time_ns));
+        Some(QRow {
+            offset: key.1,
+            row: Row {
+                pad: if key.0.is_some() { QRow::HAS_TIME } else { 0 },
+                ..row
+            },
+        })
+    }
+    fn map(m: Mapping, key: Key, row_maps: &mut Vec<Option<Mapping>>) -> Self {
+        row_maps.push(Some(m));
+        QRow {
+            offset: key.1,
+            row: Row {
+                time_ns: key.0.unwrap_or(0),
+                task: (row_maps.len() - 1) as u32,
+                pad: QRow::MAP | if key.0.is_some() { QRow::HAS_TIME } else { 0 },
+                ..Row::default()
+            },
+        }
+    }
+    #[inline]
+    fn key(&self) -> Key {
+        let t = (self.row.pad & QRow::HAS_TIME != 0).then_some(self.row.time_ns);
+        (t, self.offset)
     }
 }
 
@@ -766,11 +1045,12 @@ struct FastRecords {
     /// Offset of the time from the end of non-sample records (sample_id_all), bytes.
     nonsample_time_from_end: Option<usize>,
     sample_time_from_start: Option<usize>,
-    /// Records read and not handed out, in key order up to `ready` (those released).
-    incoming: VecDeque<(Key, Item)>,
-    ready: usize,
-    /// Some record came in with a key below the one before it: sort before releasing.
-    unsorted: bool,
+    /// The fixed layout when samples carry an address (then decoded straight into rows).
+    row_layout: Option<FixedLayout>,
+    records: Queue<(Key, Item)>,
+    rows: Queue<QRow>,
+    /// Mappings of queued rows (`QRow::MAP` rows hold their index).
+    row_maps: Vec<Option<Mapping>>,
     prev_max: Key,
     cur_max: Key,
     body: Vec<u8>,
@@ -837,9 +1117,11 @@ impl FastRecords {
             id_to_attr,
             nonsample_time_from_end,
             sample_time_from_start,
-            incoming: VecDeque::new(),
-            ready: 0,
-            unsorted: false,
+            row_layout: FixedLayout::of(&SampleLayout::from_attr(a0, Endianness::LittleEndian))
+                .filter(|f| f.addr.is_some()),
+            records: Queue::default(),
+            rows: Queue::default(),
+            row_maps: Vec::new(),
             prev_max: (None, 0),
             cur_max: (None, 0),
             body: Vec::new(),
@@ -853,11 +1135,15 @@ impl FastRecords {
 
     /// Reads records up to the next FINISHED_ROUND that releases some, or to the end; false
     /// when nothing is left.
-    fn read_round(&mut self, r: &mut PerfReader) -> Result<bool, Error> {
+    fn read_round<T: Queued>(
+        &mut self,
+        q: &mut Queue<T>,
+        r: &mut PerfReader,
+    ) -> Result<bool, Error> {
         loop {
             if self.left < 8 {
                 // The end: everything in order.
-                return Ok(self.release(None));
+                return Ok(q.release(None));
             }
             let (ty, misc, size) = {
                 let buf = self
@@ -895,7 +1181,7 @@ impl FastRecords {
             let n = size as usize - 8;
             if ty == 68 {
                 // FINISHED_ROUND: release what the next round cannot precede.
-                if self.release(Some(self.prev_max)) {
+                if q.release(Some(self.prev_max)) {
                     self.prev_max = self.cur_max;
                     return Ok(true);
                 }
@@ -927,24 +1213,9 @@ impl FastRecords {
             };
             let key = (key_time, offset);
             let item = if ty == RECORD_SAMPLE {
-                let fixed = self.fixed.and_then(|f| f.decode(body));
-                match fixed.map_or_else(|| decode_sample(body, &self.layout), Ok) {
-                    Ok(s) if s.addr.is_some() => {
-                        let attr = match (&self.id_to_attr, s.id) {
-                            (Some(m), Some(id)) => m.get(&id).copied().unwrap_or(0),
-                            _ => 0,
-                        };
-                        Some(Item::Sample(r.to_record(attr, &s)))
-                    }
-                    Ok(_) => None,
-                    Err(e) => {
-                        r.malformed_samples += 1;
-                        r.first_error.get_or_insert(e);
-                        None
-                    }
-                }
+                T::sample(r, self, body, key)
             } else if ty == RECORD_MMAP || ty == RECORD_MMAP2 {
-                parse_mmap(ty, misc, body).map(Item::Map)
+                parse_mmap(ty, misc, body).map(|m| T::map(r.map_task(m), key, &mut self.row_maps))
             } else {
                 None
             };
@@ -955,29 +1226,12 @@ impl FastRecords {
                 self.cur_max = key;
             }
             if let Some(item) = item {
-                if self.incoming.back().is_some_and(|(k, _)| *k > key) {
-                    self.unsorted = true;
+                if q.incoming.back().is_some_and(|k| k.key() > key) {
+                    q.unsorted = true;
                 }
-                self.incoming.push_back((key, item));
+                q.incoming.push_back(item);
             }
         }
-    }
-
-    /// Releases the records with a key up to `upto` (all: `None`), in key order; whether any
-    /// were released. Sorts only when the records came out of order.
-    fn release(&mut self, upto: Option<Key>) -> bool {
-        if self.unsorted {
-            self.incoming
-                .make_contiguous()
-                .sort_unstable_by_key(|(k, _)| *k);
-            self.unsorted = false;
-        }
-        let n = match upto {
-            None => self.incoming.len(),
-            Some(m) => self.incoming.partition_point(|(k, _)| *k <= m),
-        };
-        self.ready = n;
-        n > 0
     }
 }
 
@@ -1021,6 +1275,26 @@ fn parse_mmap(ty: u32, misc: u16, b: &[u8]) -> Option<Mapping> {
 impl SampleSource for PerfReader {
     fn meta(&self) -> &FileMeta {
         &self.meta
+    }
+
+    fn next_rows(
+        &mut self,
+        rows: &mut Vec<Row>,
+        mappings: &mut Vec<Mapping>,
+    ) -> Result<bool, Error> {
+        let Some(mut f) = self.fast.take() else {
+            return Ok(match self.next_batch()? {
+                None => false,
+                Some(b) => {
+                    rows.extend(b.records.iter().map(Row::from_record));
+                    mappings.extend(b.mappings);
+                    true
+                }
+            });
+        };
+        let r = self.fill_rows(&mut f, rows, mappings);
+        self.fast = Some(f);
+        r
     }
 
     fn next_batch(&mut self) -> Result<Option<Batch>, Error> {
@@ -1079,7 +1353,7 @@ impl SampleSource for PerfReader {
             if let Some((pid, start, len, exec, name)) = m {
                 let name = String::from_utf8_lossy(&name).into_owned();
                 batch.mappings.push(Mapping {
-                    task: pid as u32,
+                    task: (pid as u32).wrapping_sub(self.id_offset),
                     start,
                     len_bytes: len,
                     kind: MappingKind::classify(&name, exec),

@@ -59,6 +59,17 @@ const SAMPLE_BYTES: usize = 8 + 11 * 8;
 
 /// `HEADER_VERSION` prefix by which the reader knows `weight` holds latency in ns.
 pub const VERSION_LATENCY_NS: &str = "numalab (weight = latency ns)";
+/// Added to task and thread ids for perf's pid/tid: perf takes pid/tid 0 for the idle task
+/// ("swapper"), and the simulator numbers tasks and threads from 0. `HEADER_VERSION` ends with
+/// `ids+1000` so that the reader subtracts it again (exact round trip).
+pub const ID_OFFSET: u32 = 1000;
+const ID_MARKER: &str = " ids+";
+
+/// The id offset a `HEADER_VERSION` string declares (`None`: none, ids as recorded).
+pub fn id_offset_of_version(v: &str) -> Option<u32> {
+    let at = v.rfind(ID_MARKER)? + ID_MARKER.len();
+    v[at..].split_whitespace().next()?.parse().ok()
+}
 /// Event name when the source names none: Intel's load-latency event as `perf mem record`
 /// names it, which is also the raw event (type 4, config 0x1cd) the attribute declares.
 pub const DEFAULT_EVENT: &str = "cpu/mem-loads,ldlat=30/P";
@@ -307,8 +318,9 @@ impl<W: Write + Seek> PerfWriter<W> {
             let misc = MISC_USER | if exec { 0 } else { MISC_MMAP_DATA };
             b.extend_from_slice(&misc.to_le_bytes());
             b.extend_from_slice(&(size as u16).to_le_bytes());
-            u32le(b, m.task);
-            u32le(b, m.task);
+            let pid = m.task.wrapping_add(ID_OFFSET);
+            u32le(b, pid);
+            u32le(b, pid);
             u64le(b, m.start);
             u64le(b, m.len_bytes);
             u64le(b, 0); // pgoff
@@ -320,7 +332,7 @@ impl<W: Write + Seek> PerfWriter<W> {
             u32le(b, 2); // MAP_PRIVATE
             b.extend_from_slice(name.as_bytes());
             b.resize(b.len() + name_bytes - name.len(), 0);
-            self.sample_id(m.task, m.task, time_ns);
+            self.sample_id(pid, pid, time_ns);
             self.summary.mappings += 1;
         }
         Ok(())
@@ -363,7 +375,11 @@ impl<W: Write + Seek> PerfWriter<W> {
             ));
         }
         if self.threads.insert((s.task.0, s.thread.0)) {
-            self.comm(s.task.0, s.thread.0, s.time_ns);
+            self.comm(
+                s.task.0.wrapping_add(ID_OFFSET),
+                s.thread.0.wrapping_add(ID_OFFSET),
+                s.time_ns,
+            );
             self.summary.threads += 1;
         }
         self.max_cpu = self.max_cpu.max(s.cpu.0);
@@ -403,7 +419,8 @@ impl<W: Write + Seek> PerfWriter<W> {
         for v in [
             r.event as u64 + 1, // IDENTIFIER
             r.ip.unwrap_or(0),
-            (s.thread.0 as u64) << 32 | s.task.0 as u64, // pid, tid
+            (s.thread.0.wrapping_add(ID_OFFSET) as u64) << 32
+                | s.task.0.wrapping_add(ID_OFFSET) as u64, // pid, tid
             s.time_ns,
             s.addr,
             s.cpu.0 as u64, // cpu, reserved
@@ -497,9 +514,15 @@ impl<W: Write + Seek> PerfWriter<W> {
             string(&format!("numalab-{}", self.meta.origin)),
         ));
         let version = if self.raw_weights {
-            format!("numalab {}", env!("CARGO_PKG_VERSION"))
+            format!(
+                "numalab {}{ID_MARKER}{ID_OFFSET}",
+                env!("CARGO_PKG_VERSION")
+            )
         } else {
-            format!("{VERSION_LATENCY_NS} {}", env!("CARGO_PKG_VERSION"))
+            format!(
+                "{VERSION_LATENCY_NS} {}{ID_MARKER}{ID_OFFSET}",
+                env!("CARGO_PKG_VERSION")
+            )
         };
         f.push((FEAT_VERSION, string(&version)));
         f.push((FEAT_ARCH, string(std::env::consts::ARCH)));
@@ -648,4 +671,24 @@ pub fn export(
         last = b.records.last().map_or(last, |r| r.sample.time_ns);
     }
     w.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_offset_is_read_from_the_version() {
+        assert_eq!(
+            id_offset_of_version(&format!("{VERSION_LATENCY_NS} 0.1.0{ID_MARKER}{ID_OFFSET}")),
+            Some(ID_OFFSET)
+        );
+        assert_eq!(id_offset_of_version("numalab 0.1.0 ids+7"), Some(7));
+        // Files from before the offset, and perf's own.
+        assert_eq!(
+            id_offset_of_version("numalab (weight = latency ns) 0.1.0"),
+            None
+        );
+        assert_eq!(id_offset_of_version("6.1.76"), None);
+    }
 }
