@@ -129,6 +129,9 @@ pub struct Balancer {
     thread_nodes: HashMap<ThreadId, NodeId>,
     /// Things worth saying before the first tick (sample pids that differ, ...).
     pub warnings: Vec<String>,
+    /// Where the PMU counts nothing: which thread counters are estimated from the samples
+    /// and which are zero (said once per run).
+    pub counters_note: Option<String>,
 }
 
 impl Balancer {
@@ -201,6 +204,9 @@ impl Balancer {
         policy
             .check(&view)
             .map_err(|e| Error(format!("--policy {}: {e}", opts.policy)))?;
+        // said once per run: which thread counters the policy sees measured, estimated, zero
+        let counters = view.counter_report();
+        let counters_note = counters.note.is_some().then(|| counters.line());
         let exec = Executor::new(opts.pid, view.topology().has_memory, opts.dry_run);
         let thread_nodes = view.threads().iter().map(|t| (t.thread, t.node)).collect();
         Ok(Balancer {
@@ -213,6 +219,7 @@ impl Balancer {
             tick: 0,
             thread_nodes,
             warnings,
+            counters_note,
         })
     }
 
@@ -278,7 +285,7 @@ impl Balancer {
         }
         self.thread_nodes = now_nodes;
         actions.extend(self.policy.tick(&self.view));
-        let outcomes: Vec<Outcome> = actions.iter().map(|a| self.exec.apply(a)).collect();
+        let outcomes: Vec<Outcome> = self.exec.apply_all(&actions);
         let moved: u64 = outcomes.iter().map(|o| o.pages_moved).sum();
         if moved > 0 {
             self.view.forget_pages();

@@ -8,16 +8,21 @@
 //! | `SetThpAdvice` | `process_madvise(2)`; kernels refuse MADV_(NO)HUGEPAGE there, so it is skipped with the kernel's answer |
 //! | `MoveThread` | `sched_setaffinity(2)` on the thread id |
 //! | `SetRangePolicy`, `SetTaskPolicy` | skipped: mbind / set_mempolicy act on the calling process only |
-//! | `MarkNextTouch`, `LazyMigrate` | skipped: need the process's cooperation (numalab-nexttouch) |
+//! | `LazyMigrate` | done eagerly: `move_pages(2)` of the range's populated pages not on the target |
+//! | `MarkNextTouch` | skipped: needs the process's cooperation (numalab-nexttouch) |
 //! | `SetThpAllocation` | skipped: a machine-wide setting, not the balanced process's |
 
-use numalab_core::{Action, NodeId, NodeMask};
+use numalab_core::{Action, MemPolicy, NodeId, NodeMask};
 use numalab_linux::syscalls::{move_pages, move_pages_query, MovePagesOptions, PageStatus};
 use numalab_linux::Pid;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
 const BASE: u64 = 4096;
+
+/// The reason given with every `LazyMigrate` carried out.
+pub const LAZY_EAGER: &str = "lazy migration done eagerly: faults of another process cannot be \
+     intercepted (see docs/balance.md)";
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -199,6 +204,35 @@ impl Executor {
         }
     }
 
+    /// One tick's actions in order. A `SetTaskPolicy` is skipped as by [`Executor::apply`],
+    /// but a percentage policy without a `MovePages` of the same task in the tick also says
+    /// that only pages already placed could have been moved, and how.
+    pub fn apply_all(&self, actions: &[Action]) -> Vec<Outcome> {
+        actions
+            .iter()
+            .map(|a| {
+                let o = self.apply(a);
+                match a {
+                    Action::SetTaskPolicy {
+                        task,
+                        policy: MemPolicy::RemotePercent { percent, .. },
+                    } if !actions
+                        .iter()
+                        .any(|b| matches!(b, Action::MovePages { task: t, .. } if t == task)) =>
+                    {
+                        let why = o.reason.clone().unwrap_or_default();
+                        o.skip(format!(
+                            "{why}; its future allocations keep their policy, so the \
+                             {percent}% remote share is not applied: only pages already placed \
+                             can be moved from outside (adaptive-percent with move=1 does that)"
+                        ))
+                    }
+                    _ => o,
+                }
+            })
+            .collect()
+    }
+
     pub fn apply(&self, a: &Action) -> Outcome {
         let o = Outcome::new(a);
         let own = |task: &numalab_core::TaskId| task.0 as i64 == self.pid as i64;
@@ -218,9 +252,7 @@ impl Executor {
                 if !own(task) {
                     return o.skip(not_ours(task));
                 }
-                let pages: Vec<(u64, NodeId)> =
-                    range_pages(*start, *len_bytes).map(|p| (p, *to)).collect();
-                self.move_list(o, &pages)
+                self.move_range(o, *start, *len_bytes, *to)
             }
             Action::MovePages { task, pages } => {
                 if !own(task) {
@@ -281,12 +313,26 @@ impl Executor {
             ),
             Action::MarkNextTouch { .. } => o.skip(
                 "next-touch needs the process's cooperation (its own mprotect and SIGSEGV \
-                 handler): start it under `numalab run --next-touch` (numalab-nexttouch)",
+                 handler, which alone learns the next toucher's node): start it under `numalab run \
+                 --next-touch` (numalab-nexttouch's preload)",
             ),
-            Action::LazyMigrate { .. } => o.skip(
-                "lazy migration unmaps the range and moves pages in the process's fault \
-                 handler: it needs the process's cooperation (numalab-nexttouch)",
-            ),
+            Action::LazyMigrate {
+                task,
+                start,
+                len_bytes,
+                to,
+            } => {
+                if !own(task) {
+                    return o.skip(not_ours(task));
+                }
+                // the populated pages not on `to` move now (move_list leaves the rest alone);
+                // pages faulted later follow the process's own policy
+                let mut o = self.move_range(o, *start, *len_bytes, *to);
+                if o.result != OutcomeKind::Failed {
+                    o.reason = Some(LAZY_EAGER.into());
+                }
+                o
+            }
             Action::MoveThread { thread, cpu } => {
                 if !std::path::Path::new(&format!("/proc/{}/task/{}", self.pid, thread.0)).exists()
                 {
@@ -309,10 +355,25 @@ impl Executor {
         }
     }
 
+    /// Every 4 KiB step of the range to `to`, a chunk at a time: a large sparse range (a
+    /// reserved heap) never needs its whole page list in memory.
+    fn move_range(&self, mut o: Outcome, start: u64, len: u64, to: NodeId) -> Outcome {
+        const CHUNK: usize = 1 << 16;
+        let mut pages = range_pages(start, len).peekable();
+        while pages.peek().is_some() {
+            let chunk: Vec<(u64, NodeId)> = pages.by_ref().take(CHUNK).map(|p| (p, to)).collect();
+            o = self.move_list(o, &chunk);
+            if o.result == OutcomeKind::Failed {
+                break;
+            }
+        }
+        o
+    }
+
     /// Moves each page to its node with move_pages, leaving alone the pages already there,
     /// those not present and targets without memory; counts per status.
     fn move_list(&self, mut o: Outcome, pages: &[(u64, NodeId)]) -> Outcome {
-        o.pages_asked = pages.len() as u64;
+        o.pages_asked += pages.len() as u64;
         let addrs: Vec<usize> = pages.iter().map(|(a, _)| *a as usize).collect();
         let before = match move_pages_query(Pid(self.pid), &addrs, &self.opts) {
             Ok(s) => s,
@@ -460,6 +521,17 @@ mod tests {
 
     #[test]
     fn ranges_step_by_base_pages() {
+        // a chunked range (move_range) asks for every page once
+        let ex = Executor::new(std::process::id() as i32, NodeMask::single(NodeId(0)), true);
+        let a = Action::Migrate {
+            task: numalab_core::TaskId(std::process::id()),
+            start: 0x1000_0000,
+            len_bytes: (1 << 16) * 4096 + 3 * 4096,
+            to: NodeId(0),
+        };
+        let o = ex.apply(&a);
+        assert_eq!(o.result, OutcomeKind::DryRun, "{o:?}");
+        assert_eq!(o.pages_asked, (1 << 16) + 3);
         let v: Vec<u64> = range_pages(0x1800, 0x2000).collect();
         assert_eq!(v, vec![0x1000, 0x2000, 0x3000]);
         assert_eq!(range_pages(0x1000, 0).count(), 0);

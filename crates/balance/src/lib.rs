@@ -7,16 +7,19 @@
 //! | module | what |
 //! |---|---|
 //! | [`replay`] | the sample file cut into policy periods; pid matching |
+//! | [`counters`] | per-thread perf counting events (instructions, cycles, LLC misses), or why not |
 //! | [`view`] | [`LinuxView`]: `MemoryView` of a pid from sysfs, procfs and move_pages |
 //! | [`exec`] | [`Executor`]: each `Action` carried out on the process, or skipped with the reason |
 //! | [`balance`] | validation of everything up front, then the tick loop and its reports |
 
 pub mod balance;
+pub mod counters;
 pub mod exec;
 pub mod replay;
 pub mod view;
 
 pub use balance::{BalanceOptions, Balancer, StopReason, TickReport};
+pub use counters::CounterReport;
 pub use exec::{Executor, Outcome, OutcomeKind};
 pub use replay::Replay;
 pub use view::{HostTopology, LinuxView};

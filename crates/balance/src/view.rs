@@ -9,8 +9,10 @@
 //! | page size | hugetlb VMAs: their page size; THP: `/proc/PID/pagemap` + `/proc/kpageflags` (root); else 4 KiB |
 //! | regions | `/proc/PID/smaps`, kernel-special mappings left out |
 //! | threads | `/proc/PID/task/*/stat` (processor field) |
-//! | samples, node traffic, thread counters | the period's samples of the file (see `replay`) |
+//! | samples, node traffic | the period's samples of the file (see `replay`) |
+//! | thread counters | per-thread perf counting events (`counters`), read every period; loads, stores, remote loads (and LLC misses without a PMU) from the samples |
 
+use crate::counters::{CounterReport, Field, ThreadPerf};
 use crate::Error;
 use numalab_analyze::Record;
 use numalab_core::view::{MemoryView, NodeTraffic, ThreadCounters};
@@ -27,6 +29,8 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 
 const BASE: u64 = 4096;
+/// Pages queried together when a policy asks about a page the samples did not name.
+const READ_AHEAD: u64 = 512;
 
 /// The host's nodes as the kernel shows them.
 #[derive(Clone, Debug)]
@@ -154,6 +158,11 @@ pub struct LinuxView {
     regions: Vec<RegionInfo>,
     threads: Vec<ThreadInfo>,
     counters: HashMap<ThreadId, ThreadCounters>,
+    /// Per-thread hardware counters (none opened where the PMU or perf refuses).
+    perf: ThreadPerf,
+    /// This period's perf counts per thread, read once in `refresh` so that every
+    /// `thread_counters` call of a tick sees the same values.
+    hw: HashMap<ThreadId, Vec<(Field, u64)>>,
     traffic: NodeTraffic,
     samples: Vec<AccessSample>,
     free: Vec<u64>,
@@ -177,6 +186,8 @@ impl LinuxView {
             regions: Vec::new(),
             threads: Vec::new(),
             counters: HashMap::new(),
+            perf: ThreadPerf::new(pid, pid as u32),
+            hw: HashMap::new(),
             traffic: NodeTraffic {
                 served: vec![vec![0; n]; n],
             },
@@ -189,7 +200,23 @@ impl LinuxView {
             topo,
         };
         v.read_process()?;
+        v.read_perf();
         Ok(v)
+    }
+
+    /// Opens the counters of new threads and reads every thread's.
+    fn read_perf(&mut self) {
+        let tids: Vec<u32> = self.threads.iter().map(|t| t.thread.0).collect();
+        self.perf.track(&tids);
+        self.hw = tids
+            .iter()
+            .map(|t| (ThreadId(*t), self.perf.read(*t)))
+            .collect();
+    }
+
+    /// Which thread counters are measured, estimated from the samples, or zero.
+    pub fn counter_report(&self) -> CounterReport {
+        self.perf.report()
     }
 
     pub fn pid(&self) -> i32 {
@@ -268,6 +295,7 @@ impl LinuxView {
         period: u64,
     ) -> Result<WindowStats, Error> {
         self.read_process()?;
+        self.read_perf();
         self.forget_pages();
         self.now_ns = now_ns;
         let task = self.task();
@@ -375,9 +403,17 @@ impl LinuxView {
         if let Some(v) = self.pages.borrow().get(&key) {
             return *v;
         }
-        // a page the period's samples did not name: one query for it (an error, e.g. the
-        // process exited, reads as "not present")
-        if self.prefetch(&[addr]).is_err() {
+        // a page the period's samples did not name: policies walk ranges page by page (the
+        // NUMA manager's off-home scan), so the query reads ahead up to READ_AHEAD pages of
+        // the same mapping in one call (an error, e.g. the process exited, reads as "not
+        // present")
+        let end = self
+            .vmas
+            .iter()
+            .find(|v| v.start <= key && key < v.end)
+            .map_or(key + BASE, |v| v.end.min(key + READ_AHEAD * BASE));
+        let ahead: Vec<u64> = (key..end).step_by(BASE as usize).collect();
+        if self.prefetch(&ahead).is_err() {
             return None;
         }
         self.pages.borrow().get(&key).copied().flatten()
@@ -493,7 +529,17 @@ impl MemoryView for LinuxView {
     }
 
     fn thread_counters(&self, thread: ThreadId) -> ThreadCounters {
-        self.counters.get(&thread).copied().unwrap_or_default()
+        let mut c = self.counters.get(&thread).copied().unwrap_or_default();
+        // hardware counts replace the sample-derived estimate where perf counts them
+        for (f, v) in self.hw.get(&thread).into_iter().flatten() {
+            match f {
+                Field::Instructions => c.instructions = *v,
+                Field::Cycles => c.cycles = *v,
+                Field::LlcMisses => c.llc_misses = *v,
+                Field::PageWalks => c.page_walks = *v,
+            }
+        }
+        c
     }
 
     fn node_traffic(&self) -> NodeTraffic {

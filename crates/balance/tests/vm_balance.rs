@@ -287,3 +287,209 @@ fn huge_pages_are_seen_split_in_place_and_threads_moved() {
     let verdict = c.finish();
     assert!(verdict.starts_with("CHECK ok"), "{verdict}");
 }
+
+/// A progress line, shown with a failing test's output (where a slow VM run got to).
+fn progress(what: &str) {
+    eprintln!("[progress] {what}");
+}
+
+/// Confines every thread of `pid` to `cpu`.
+fn pin_all(pid: i32, cpu: u32) {
+    for e in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let tid: i32 = e.file_name().to_str().unwrap().parse().unwrap();
+        // SAFETY: cpu_set_t is plain data; cpu < CPU_SETSIZE.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu as usize, &mut set);
+            libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        }
+    }
+}
+
+/// Whether a runnable thread of `pid` last ran on `cpu` (the busy reader does, once the
+/// scheduler has moved it).
+fn runs_on(pid: i32, cpu: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .any(|st| {
+            let rest = &st[st.rfind(')').unwrap() + 1..];
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            f[0] == "R" && numalab_balance::view::stat_processor(&st) == Some(cpu)
+        })
+}
+
+fn wait_runs_on(pid: i32, cpu: u32) {
+    for _ in 0..1000 {
+        if runs_on(pid, cpu) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("no thread of {pid} ran on CPU {cpu}");
+}
+
+/// Every page of the buffer but the last (never touched) is on `node`.
+fn assert_all_on(c: &Child, node: u16) {
+    let addrs: Vec<usize> = (0..c.pages() - 1).map(|i| c.page(i) as usize).collect();
+    let st = move_pages_query(Pid(c.pid), &addrs, &MovePagesOptions::default()).unwrap();
+    for (i, s) in st.iter().enumerate() {
+        assert_eq!(s.node().map(|n| n.0), Some(node), "page {i}: {s:?}");
+    }
+}
+
+/// A sample file of `n` reads of the buffer from CPU `cpu` (node `cpu`), within 100 ms.
+fn reads_from(c: &Child, cpu: u32, n: u64, name: &str) -> PathBuf {
+    let recs: Vec<_> = (0..n)
+        .map(|i| {
+            sample(
+                c.pid,
+                i * 100_000,
+                c.page(i % (c.pages() - 1)),
+                cpu,
+                cpu as u16,
+            )
+        })
+        .collect();
+    let path = std::env::temp_dir().join(name);
+    write_samples(&path, &recs, 1000, 5);
+    path
+}
+
+/// Lazy migration after a thread move (`next-touch:mechanism=lazy,trigger=thread-move`): the
+/// child runs on CPU 0 with its buffer bound to node 0; its threads are moved to CPU 2
+/// between two ticks; the policy's `on_thread_moved` asks for a `LazyMigrate` of the buffer
+/// to node 2, done eagerly: every populated page ends on node 2, the data intact.
+#[test]
+#[ignore = "needs the multi-node VM: see docs/testing.md"]
+fn lazy_migration_after_a_thread_move_is_done_eagerly() {
+    use numalab_balance::balance::Step;
+    use numalab_balance::{BalanceOptions, Balancer, OutcomeKind};
+    progress("lazy: starting the child");
+    let c = Child::spawn_on(CHILD, 4 << 20, Some(0), false, Some(0));
+    progress("lazy: child started");
+    wait_runs_on(c.pid, 0);
+    progress("lazy: child on CPU 0");
+    assert_all_on(&c, 0);
+    let samples = reads_from(&c, 0, 100, "balance-lazy.arrows");
+    let mut b = Balancer::new(BalanceOptions {
+        pid: c.pid,
+        policy: "next-touch:mechanism=lazy,trigger=thread-move,regions=all".into(),
+        samples,
+        period_ns: Some(200_000_000),
+        ticks: Some(1),
+        dry_run: false,
+        pace: false,
+    })
+    .unwrap();
+    // the VM has no PMU: said once, counters estimated
+    progress(&format!(
+        "lazy: balancer ready; counters: {:?}",
+        b.counters_note
+    ));
+    // the thread move (a MoveThread of another policy, or the scheduler)
+    pin_all(c.pid, 2);
+    wait_runs_on(c.pid, 2);
+    progress("lazy: thread moved, ticking");
+    let Step::Tick(t) = b.step().unwrap() else {
+        panic!("no tick")
+    };
+    progress("lazy: ticked");
+    assert!(t.threads_moved >= 1, "{t:?}");
+    // one LazyMigrate per region of the task and moved thread; none failed
+    let lazy: Vec<_> = t
+        .actions
+        .iter()
+        .filter(|a| a.action == "lazy-migrate")
+        .collect();
+    assert!(!lazy.is_empty(), "{:?}", t.actions);
+    for o in &lazy {
+        assert_eq!(o.result, OutcomeKind::Applied, "{o:?}");
+        assert!(o.what.ends_with("to node2"), "{}", o.what);
+        assert!(
+            o.reason.as_deref().unwrap().contains("done eagerly"),
+            "{o:?}"
+        );
+    }
+    // the buffer: every touched page moved once (a second moved thread finds them there);
+    // the last one was never touched
+    let buf: Vec<_> = lazy
+        .iter()
+        .filter(|o| o.what.starts_with(&format!("lazy-migrate {:#x}-", c.addr)))
+        .collect();
+    assert!(!buf.is_empty(), "{lazy:?}");
+    assert!(buf.iter().all(|o| o.pages_asked == c.pages()), "{buf:?}");
+    let moved: u64 = buf.iter().map(|o| o.pages_moved).sum();
+    assert_eq!(moved, c.pages() - 1, "{buf:?}");
+    assert_all_on(&c, 2);
+    let verdict = c.finish();
+    assert!(verdict.starts_with("CHECK ok"), "{verdict}");
+}
+
+/// Müller's Auto (`numa-manager:threads=auto`) from the command line: the child's threads run
+/// on node 2 (its home), its buffer is bound to node 0, the samples say it reads remotely:
+/// Algorithm 4.2 lazily migrates its regions home, done eagerly by `numalab balance`.
+#[test]
+#[ignore = "needs the multi-node VM: see docs/testing.md"]
+fn numa_manager_auto_migrates_remote_regions_home() {
+    let c = Child::spawn_on(CHILD, (PAGES * PAGE) as usize, Some(0), false, Some(2));
+    progress("auto: child started");
+    wait_runs_on(c.pid, 2);
+    progress("auto: running numalab balance");
+    assert_all_on(&c, 0);
+    let samples = reads_from(&c, 2, 200, "balance-auto.arrows");
+    let json = std::env::temp_dir().join("balance-auto.json");
+    let pid = c.pid.to_string();
+    let out = run(&[
+        "balance",
+        "--pid",
+        &pid,
+        "--policy",
+        "numa-manager:threads=auto,period_ms=200,thresh_rlr=0.5",
+        "--samples",
+        samples.to_str().unwrap(),
+        "--fast",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    progress("auto: numalab balance done");
+    assert!(stdout.contains("lazy migration done eagerly"), "{stdout}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let r: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    // no PMU in the VM: the counters are the samples' estimate, said once and in the report
+    if r["counters"]["source"] == "samples" {
+        assert_eq!(stderr.matches("no per-thread hardware counters").count(), 1);
+        assert!(r["counters"]["zero"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("instructions")));
+    }
+    let t = &r["ticks"][0];
+    let actions = t["actions"].as_array().unwrap();
+    let buf = actions
+        .iter()
+        .find(|a| {
+            a["action"] == "lazy-migrate"
+                && a["what"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(&format!("lazy-migrate {:#x}-", c.addr))
+        })
+        .unwrap_or_else(|| panic!("the buffer is migrated: {t}"));
+    assert_eq!(buf["result"], "applied", "{buf}");
+    assert_eq!(buf["pages_moved"], PAGES - 1, "{buf}");
+    // the range policy for later faults cannot be set from outside: skipped, said why
+    assert!(actions
+        .iter()
+        .any(|a| a["action"] == "set-range-policy" && a["result"] == "skipped"));
+    assert!(actions.iter().all(|a| a["result"] != "failed"), "{t}");
+    assert_all_on(&c, 2);
+    let verdict = c.finish();
+    assert!(verdict.starts_with("CHECK ok"), "{verdict}");
+}

@@ -46,6 +46,8 @@ struct JsonReport<'a> {
     period_ns: u64,
     dry_run: bool,
     warnings: &'a [String],
+    /// Which thread counters were measured (perf), estimated from the samples, or zero.
+    counters: numalab_balance::CounterReport,
     stop: numalab_balance::StopReason,
     pages_moved: u64,
     ticks: &'a [numalab_balance::TickReport],
@@ -72,6 +74,9 @@ pub fn run(a: BalanceArgs) -> Result<()> {
     for w in &b.warnings {
         eprintln!("warning: {w}");
     }
+    if let Some(n) = &b.counters_note {
+        eprintln!("note: {n}");
+    }
     println!(
         "balancing pid {} with {} every {} ms{}, samples from {}",
         a.pid,
@@ -84,8 +89,9 @@ pub fn run(a: BalanceArgs) -> Result<()> {
     let (stop, ticks) = b.run(|t| {
         println!("{}", t.line());
         for o in &t.actions {
-            // a dry run lists every action; a real run the ones not simply applied
-            if dry || o.result != OutcomeKind::Applied {
+            // a dry run lists every action; a real run the ones not simply applied (skipped,
+            // failed, or applied otherwise than asked: a lazy migration done eagerly)
+            if dry || o.result != OutcomeKind::Applied || o.reason.is_some() {
                 let why = o
                     .reason
                     .as_deref()
@@ -109,6 +115,7 @@ pub fn run(a: BalanceArgs) -> Result<()> {
             period_ns: b.period_ns(),
             dry_run: a.dry_run,
             warnings: &b.warnings,
+            counters: b.view().counter_report(),
             stop,
             pages_moved: moved,
             ticks: &ticks,

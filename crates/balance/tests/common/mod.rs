@@ -135,7 +135,36 @@ impl Child {
     /// [`Child::spawn`], the buffer 2 MiB-aligned with MADV_HUGEPAGE when `thp`.
     #[allow(clippy::zombie_processes)]
     pub fn spawn_with(test: &str, bytes: usize, bind: Option<u16>, thp: bool) -> Child {
+        Child::spawn_on(test, bytes, bind, thp, None)
+    }
+
+    /// [`Child::spawn_with`], every thread of the child confined to `cpu` from its start (so
+    /// that even threads that never wake up show that CPU in their stat).
+    #[allow(clippy::zombie_processes)]
+    pub fn spawn_on(
+        test: &str,
+        bytes: usize,
+        bind: Option<u16>,
+        thp: bool,
+        cpu: Option<u32>,
+    ) -> Child {
         let mut cmd = Command::new(std::env::current_exe().unwrap());
+        if let Some(cpu) = cpu {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: only sched_setaffinity, a plain syscall, runs between fork and exec;
+            // the mask is inherited across exec and by every thread the child starts.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(cpu as usize, &mut set);
+                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
         cmd.args([test, "--exact", "--nocapture", "--include-ignored"])
             .env(ENV, bytes.to_string())
             .stdin(Stdio::piped())
@@ -152,7 +181,9 @@ impl Child {
         loop {
             line.clear();
             assert!(out.read_line(&mut line).unwrap() > 0, "child ended early");
-            if let Some(rest) = line.strip_prefix("BUF ") {
+            // a child confined to one CPU runs libtest with one test thread, which prints
+            // "test child_process_body ... " before the test: BUF may follow on that line
+            if let Some(rest) = line.find("BUF ").map(|i| &line[i + 4..]) {
                 let f: Vec<&str> = rest.split_whitespace().collect();
                 return Child {
                     addr: u64::from_str_radix(f[0], 16).unwrap(),
@@ -181,7 +212,7 @@ impl Child {
         self.out.read_to_string(&mut rest).unwrap();
         self.proc.wait().unwrap();
         rest.lines()
-            .find(|l| l.starts_with("CHECK"))
+            .find_map(|l| l.find("CHECK").map(|i| &l[i..]))
             .unwrap_or("no verdict")
             .to_string()
     }
