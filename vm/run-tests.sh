@@ -25,6 +25,7 @@ runs them in a QEMU VM with 5 NUMA nodes (4 CPU nodes on a ring + 1 CPU-less mem
   --timeout SECONDS      per-kernel limit for one VM run (default 1800)
   --no-build             reuse the binaries of the last build (no cargo; vm/init is refreshed)
   --no-cli               do not build the numalab CLI (/bin/numalab is then missing)
+  --with-perf            also put the host's perf (and its shared libraries) into the VM
   --update               run apt-get update even if nothing is missing
   --target-dir DIR       cargo target dir (default: $NUMALAB_VM_TARGET_DIR, $CARGO_TARGET_DIR,
                          else this checkout's target/)
@@ -46,7 +47,7 @@ die() { printf '[vm] error: %s\n' "$*" >&2; exit 2; }
 
 # --- options ----------------------------------------------------------------------------------
 VM_KERNEL_OPT=all VM_FILTER= VM_ONLY_BIN= VM_SHELL=0 VM_EXTRA_BINS=() VM_REQUIRE_TESTS=0
-VM_TIMEOUT=1800 VM_BUILD=1 VM_CLI=1 VM_UPDATE=0 VM_VERBOSE=0 VM_TARGET_DIR= VM_APPEND=
+VM_TIMEOUT=1800 VM_BUILD=1 VM_CLI=1 VM_WITH_PERF=0 VM_UPDATE=0 VM_VERBOSE=0 VM_TARGET_DIR= VM_APPEND=
 while [ $# -gt 0 ]; do
   case "$1" in
     --kernel) VM_KERNEL_OPT=${2:?--kernel needs 6.12, 6.1 or all}; shift ;;
@@ -58,6 +59,7 @@ while [ $# -gt 0 ]; do
     --timeout) VM_TIMEOUT=${2:?--timeout needs seconds}; shift ;;
     --no-build) VM_BUILD=0 ;;
     --no-cli) VM_CLI=0 ;;
+    --with-perf) VM_WITH_PERF=1 ;;
     --update) VM_UPDATE=1 ;;
     --target-dir) VM_TARGET_DIR=${2:?--target-dir needs a directory}; shift ;;
     --no-hmat) NUMALAB_VM_HMAT=0 ;;

@@ -101,6 +101,16 @@ build_initramfs() {
   ln -sfn busybox "$root/bin/sh"
   install -m 0755 "$VM_REPO/vm/init" "$root/init"
   copy_with_libs /usr/bin/migratepages "$root"
+  # --with-perf: the host's perf (dynamic, ~30 MB with its libraries) for tests that record
+  # perf.data in the VM (crates/analyze/tests/vm_perf_record.rs); removed again without it, so a
+  # --no-build run does not keep it from an earlier one.
+  if [ "${VM_WITH_PERF:-0}" = 1 ]; then
+    [ -x /usr/bin/perf ] || die "--with-perf: /usr/bin/perf not found (apt-get install linux-perf)"
+    # /usr/bin/perf may be a wrapper script that execs perf_VERSION: take both.
+    for f in /usr/bin/perf /usr/bin/perf_[0-9]*; do if [ -e "$f" ]; then copy_with_libs "$f" "$root"; fi; done
+  else
+    rm -f "$root"/usr/bin/perf "$root"/usr/bin/perf_[0-9]*
+  fi
   if [ "$build" = 1 ]; then
     if [ "$VM_CLI" = 1 ]; then build_cli "$root/bin"; else warn "--no-cli: no /bin/numalab in the VM"; fi
     build_test_bins "$root/tests"

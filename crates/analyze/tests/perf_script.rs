@@ -3,7 +3,9 @@
 
 use numalab_analyze::format::{SampleWriter, WriterOptions};
 use numalab_analyze::perf::{PerfOptions, PerfReader, RawSample};
+use numalab_analyze::record::{Known, Record};
 use numalab_analyze::{analyze, MappingKind, Options, SampleReader, SampleSource};
+use numalab_core::PageSize;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -220,4 +222,167 @@ fn perf_to_arrow_round_trip_keeps_every_field() {
     // Two events, in the file's order.
     assert_eq!(meta.events, vec!["page-faults", "minor-faults"]);
     assert_eq!(after.iter().filter(|r| r.event == 1).count(), 61);
+}
+
+// --- Recordings made inside the 5-node VM (tests/vm_perf_record.rs, tests/data/README.md) ---
+
+#[test]
+fn every_field_matches_perf_script_on_the_vm_recording_with_all_extras() {
+    check(
+        "vm-faults-full",
+        "event,pid,tid,cpu,time,ip,addr,phys_addr,weight,data_page_size,code_page_size",
+        true,
+    );
+}
+
+#[test]
+fn every_field_matches_perf_script_on_the_vm_recording_with_callchains() {
+    check(
+        "vm-faults-callchain",
+        "event,pid,tid,cpu,time,ip,addr",
+        false,
+    );
+}
+
+/// One line of the layout the recorded program wrote: a region, the writing CPU's node and the
+/// node the kernel put its pages on.
+struct Region {
+    name: String,
+    start: u64,
+    len: u64,
+    writer_node: u16,
+    page_node: u16,
+}
+
+fn layout(file: &str) -> Vec<Region> {
+    std::fs::read_to_string(data(&format!("{file}.layout.txt")))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let t: Vec<&str> = l.split_whitespace().collect();
+            Region {
+                name: t[0].to_string(),
+                start: hex(t[1].trim_start_matches("0x")),
+                len: t[2].parse().unwrap(),
+                writer_node: t[4].parse().unwrap(),
+                page_node: t[5].parse().unwrap(),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn vm_recording_gives_the_node_facts_of_what_the_program_did() {
+    let file = "vm-faults-full";
+    let regions = layout(file);
+    let mut r = PerfReader::open(data(&format!("{file}.data")), PerfOptions::default()).unwrap();
+    // HEADER_NUMA_TOPOLOGY: the VM's 5 nodes, one CPU on each of nodes 0-3, node 4 CPU-less.
+    let topo = r.meta().topology.clone().expect("HEADER_NUMA_TOPOLOGY");
+    assert_eq!(topo.num_nodes(), 5);
+    for n in 0..4 {
+        assert_eq!(topo.nodes[n].cpus.len(), 1, "node {n}");
+    }
+    assert!(topo.nodes[4].cpus.is_empty(), "node 4 has no CPU");
+    let mut records = Vec::new();
+    while let Some(b) = r.next_batch().unwrap() {
+        records.extend(b.records);
+    }
+    let raw = PerfReader::raw_samples(data(&format!("{file}.data"))).unwrap();
+    assert_eq!(records.len(), raw.len());
+    // Every sample has a CPU; a page node exactly where perf resolved a physical address
+    // (HEADER_MEM_TOPOLOGY maps it to a node).
+    for (rec, (_, s)) in records.iter().zip(&raw) {
+        assert!(rec.known.has(Known::CPU_NODE), "{rec:?}");
+        let resolved = s.phys_addr.is_some_and(|p| p != 0);
+        assert_eq!(rec.known.has(Known::PAGE_NODE), resolved, "{rec:?}");
+    }
+    // Independent of HEADER_MEM_TOPOLOGY: QEMU lays the nodes' memory out in node order from
+    // physical address 0 (vm/lib/topology.sh: 384 MiB for each of nodes 0-3, then node 4),
+    // below the PCI hole.
+    const NODE_BYTES: u64 = 384 << 20;
+    for rec in records.iter().filter(|r| r.known.has(Known::PAGE_NODE)) {
+        let phys = rec.phys_addr.unwrap();
+        let node = (phys / NODE_BYTES).min(4) as u16;
+        assert_eq!(rec.sample.page_node.0, node, "{rec:?}");
+    }
+    // Per region: the writer's CPU node, and on the resolved samples the page node the kernel
+    // reported (bound regions: 2 and 1). The program wrote each region twice, the second time
+    // after a fork had write-protected it, so each written page has one resolved sample.
+    for g in &regions {
+        let inside: Vec<&Record> = records
+            .iter()
+            .filter(|rec| (g.start..g.start + g.len).contains(&rec.sample.addr))
+            .collect();
+        if g.name == "thp_b" {
+            // One 2 MiB page: thread A's writes faulted it in (and took the write-protect
+            // fault), so thread B's half never faults.
+            assert!(inside.is_empty(), "{}: {}", g.name, inside.len());
+            continue;
+        }
+        let resolved: Vec<&&Record> = inside
+            .iter()
+            .filter(|rec| rec.known.has(Known::PAGE_NODE))
+            .collect();
+        for rec in &inside {
+            assert_eq!(rec.sample.cpu_node.0, g.writer_node, "{}: {rec:?}", g.name);
+        }
+        for rec in &resolved {
+            assert_eq!(rec.sample.page_node.0, g.page_node, "{}: {rec:?}", g.name);
+        }
+        if g.name.starts_with("bind") {
+            // 4 KiB pages (MADV_NOHUGEPAGE): a first-touch fault and a write-protect fault each.
+            let pages = g.len / 4096;
+            assert_eq!(inside.len() as u64, 2 * pages, "{}", g.name);
+            assert_eq!(resolved.len() as u64, pages, "{}", g.name);
+        } else {
+            // thp_a: the huge page's first-touch fault and its write-protect fault, 2 MiB.
+            assert_eq!((inside.len(), resolved.len()), (2, 1), "{}", g.name);
+            assert_eq!(resolved[0].sample.page_size, PageSize::Huge2M, "{}", g.name);
+        }
+    }
+    let rep = analyze(&mut reader(file), &Options::default()).unwrap();
+    assert_eq!(rep.nodes, 5);
+    assert_eq!(rep.samples.total, raw.len() as u64);
+    assert_eq!(rep.samples.with_cpu_node, rep.samples.total);
+    let with_page = records
+        .iter()
+        .filter(|r| r.known.has(Known::PAGE_NODE))
+        .count() as u64;
+    assert_eq!(rep.samples.with_page_node, with_page);
+    // LAR over the samples with both nodes, as counted here.
+    let local = records
+        .iter()
+        .filter(|r| r.known.has(Known::PAGE_NODE) && r.sample.cpu_node == r.sample.page_node)
+        .count() as f64;
+    let lar = rep.lar_percent.expect("samples with page nodes");
+    eprintln!(
+        "{file}: {} samples, {} with a page node, LAR {lar:.1} %, per node {:?}",
+        rep.samples.total, rep.samples.with_page_node, rep.lar_per_node_percent
+    );
+    assert!(
+        (lar - 100.0 * local / with_page as f64).abs() < 1e-9,
+        "{lar}"
+    );
+    assert!(lar < 100.0, "the bound regions are remote: {lar}");
+    // Mapping attribution: each bound region is its own anonymous mapping, all remote.
+    for g in regions.iter().filter(|g| g.name.starts_with("bind")) {
+        let m = rep
+            .mappings
+            .iter()
+            .find(|m| m.start <= g.start && g.start < m.start + m.len_bytes)
+            .unwrap_or_else(|| panic!("{}: no mapping in the report", g.name));
+        assert_eq!(m.kind, Some(MappingKind::Anonymous), "{}", g.name);
+        assert_eq!(m.len_bytes, g.len, "{}", g.name);
+        assert_eq!(m.samples, 2 * g.len / 4096, "{}", g.name);
+        assert_eq!(
+            (m.dram_local, m.dram_remote),
+            (0, g.len / 4096),
+            "{}",
+            g.name
+        );
+    }
+}
+
+fn reader(file: &str) -> PerfReader {
+    PerfReader::open(data(&format!("{file}.data")), PerfOptions::default()).unwrap()
 }
