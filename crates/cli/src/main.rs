@@ -1,10 +1,10 @@
 //! The `numalab` binary: a thin layer over the library crates.
 
 mod analyze;
-mod bench_analyze;
-mod convert;
 mod balance;
+mod bench_analyze;
 mod compare;
+mod convert;
 mod migrate;
 mod output;
 mod record;
