@@ -235,40 +235,29 @@ impl Executor {
 
     pub fn apply(&self, a: &Action) -> Outcome {
         let o = Outcome::new(a);
-        let own = |task: &numalab_core::TaskId| task.0 as i64 == self.pid as i64;
-        let not_ours = |t: &numalab_core::TaskId| {
-            format!(
-                "task {} is not the balanced process {}: only its memory is changed",
-                t.0, self.pid
-            )
-        };
+        // a policy may act on every task of a view; numalab balance changes one process
+        if let Some(t) = a.task() {
+            if t.0 as i64 != self.pid as i64 {
+                return o.skip(format!(
+                    "task {} is not the balanced process {}: only its memory is changed",
+                    t.0, self.pid
+                ));
+            }
+        }
         match a {
             Action::Migrate {
-                task,
                 start,
                 len_bytes,
                 to,
-            } => {
-                if !own(task) {
-                    return o.skip(not_ours(task));
-                }
-                self.move_range(o, *start, *len_bytes, *to)
-            }
-            Action::MovePages { task, pages } => {
-                if !own(task) {
-                    return o.skip(not_ours(task));
-                }
-                self.move_list(o, pages)
-            }
+                ..
+            } => self.move_range(o, *start, *len_bytes, *to),
+            Action::MovePages { pages, .. } => self.move_list(o, pages),
             Action::Interleave {
-                task,
                 start,
                 len_bytes,
                 nodes,
+                ..
             } => {
-                if !own(task) {
-                    return o.skip(not_ours(task));
-                }
                 let targets: Vec<NodeId> = nodes.iter().collect();
                 if targets.is_empty() {
                     return o.skip("empty node set");
@@ -281,23 +270,13 @@ impl Executor {
                     .collect();
                 self.move_list(o, &pages)
             }
-            Action::SplitHuge { task, addr } => {
-                if !own(task) {
-                    return o.skip(not_ours(task));
-                }
-                self.split(o, *addr)
-            }
+            Action::SplitHuge { addr, .. } => self.split(o, *addr),
             Action::SetThpAdvice {
-                task,
                 start,
                 len_bytes,
                 allow,
-            } => {
-                if !own(task) {
-                    return o.skip(not_ours(task));
-                }
-                self.thp_advice(o, *start, *len_bytes, *allow)
-            }
+                ..
+            } => self.thp_advice(o, *start, *len_bytes, *allow),
             Action::SetThpAllocation { .. } => o.skip(
                 "THP allocation and khugepaged are machine-wide settings \
                  (/sys/kernel/mm/transparent_hugepage): numalab balance changes the balanced \
@@ -317,14 +296,11 @@ impl Executor {
                  --next-touch` (numalab-nexttouch's preload)",
             ),
             Action::LazyMigrate {
-                task,
                 start,
                 len_bytes,
                 to,
+                ..
             } => {
-                if !own(task) {
-                    return o.skip(not_ours(task));
-                }
                 // the populated pages not on `to` move now (move_list leaves the rest alone);
                 // pages faulted later follow the process's own policy
                 let mut o = self.move_range(o, *start, *len_bytes, *to);

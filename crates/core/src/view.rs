@@ -173,6 +173,25 @@ pub enum Action {
     MoveThread { thread: ThreadId, cpu: CpuId },
 }
 
+impl Action {
+    /// The task whose memory or policy the action changes (None for machine-wide settings and
+    /// thread moves).
+    pub fn task(&self) -> Option<TaskId> {
+        match self {
+            Action::Migrate { task, .. }
+            | Action::MovePages { task, .. }
+            | Action::Interleave { task, .. }
+            | Action::SplitHuge { task, .. }
+            | Action::SetThpAdvice { task, .. }
+            | Action::SetRangePolicy { task, .. }
+            | Action::MarkNextTouch { task, .. }
+            | Action::LazyMigrate { task, .. }
+            | Action::SetTaskPolicy { task, .. } => Some(*task),
+            Action::SetThpAllocation { .. } | Action::MoveThread { .. } => None,
+        }
+    }
+}
+
 /// A placement policy that decides periodically from a memory view.
 pub trait Policy: Send {
     fn name(&self) -> &str;
