@@ -21,7 +21,7 @@ use numalab_core::{
     ThreadId, ThreadInfo,
 };
 use numalab_linux::node::read_node_tree;
-use numalab_linux::smaps::{read_smaps, SmapsVma};
+use numalab_linux::smaps::read_smaps;
 use numalab_linux::{move_pages_query, MovePagesOptions, PageStatus, Pid, SysRoot};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -118,15 +118,6 @@ struct Vma {
     thp: bool,
     /// hugetlbfs page size, for hugetlb mappings.
     hugetlb: Option<PageSize>,
-}
-
-/// Kernel-provided mappings whose pages are not the process's to move (the rule of
-/// numalab-place's vma.rs, repeated here because that function is private).
-pub fn special_mapping(v: &SmapsVma) -> bool {
-    matches!(
-        v.path.as_deref(),
-        Some("[vsyscall]" | "[vdso]" | "[vvar]" | "[vvar_vclock]" | "[uprobes]")
-    ) || v.vm_flags.iter().any(|f| f == "io" || f == "pf")
 }
 
 /// What one period's samples were, after the view filled in what the file did not know.
@@ -241,7 +232,7 @@ impl LinuxView {
         let task = self.task();
         self.vmas.clear();
         self.regions.clear();
-        for v in smaps.iter().filter(|v| !special_mapping(v)) {
+        for v in smaps.iter().filter(|v| !v.is_kernel_special()) {
             let hugetlb = v.vm_flags.iter().any(|f| f == "ht").then(|| {
                 match v.kernel_page_size_kb.unwrap_or(2048) {
                     1_048_576 => PageSize::Giant1G,

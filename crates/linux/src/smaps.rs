@@ -69,6 +69,15 @@ impl SmapsVma {
     pub fn contains(&self, addr: u64) -> bool {
         (self.start..self.end).contains(&addr)
     }
+
+    /// A kernel-provided mapping whose pages are not the process's to move: vsyscall, vdso,
+    /// vvar, uprobes, and I/O or raw-PFN mappings (VmFlags `io`, `pf`).
+    pub fn is_kernel_special(&self) -> bool {
+        matches!(
+            self.path.as_deref(),
+            Some("[vsyscall]" | "[vdso]" | "[vvar]" | "[vvar_vclock]" | "[uprobes]")
+        ) || self.vm_flags.iter().any(|f| f == "io" || f == "pf")
+    }
 }
 
 fn parse_header(line: &str, file: &str, ln: usize) -> Result<SmapsVma, ParseError> {
@@ -174,6 +183,20 @@ pub fn read_smaps(root: &SysRoot, pid: Pid) -> Result<Vec<SmapsVma>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernel_special_mappings() {
+        let vma = |path: Option<&str>, flags: &[&str]| SmapsVma {
+            path: path.map(str::to_string),
+            vm_flags: flags.iter().map(|f| f.to_string()).collect(),
+            ..Default::default()
+        };
+        assert!(vma(Some("[vdso]"), &["rd", "ex"]).is_kernel_special());
+        assert!(vma(Some("[vvar]"), &["rd"]).is_kernel_special());
+        assert!(vma(None, &["rd", "wr", "io", "pf"]).is_kernel_special());
+        assert!(!vma(Some("[heap]"), &["rd", "wr"]).is_kernel_special());
+        assert!(!vma(None, &["rd", "wr", "mr"]).is_kernel_special());
+    }
 
     #[test]
     fn vmas_and_fields() {

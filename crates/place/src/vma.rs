@@ -14,14 +14,6 @@ pub struct Range {
     pub thp: bool,
 }
 
-/// Kernel-provided mappings whose pages are not the process's to move.
-fn special(v: &SmapsVma) -> bool {
-    matches!(
-        v.path.as_deref(),
-        Some("[vsyscall]" | "[vdso]" | "[vvar]" | "[vvar_vclock]" | "[uprobes]")
-    ) || v.vm_flags.iter().any(|f| f == "io" || f == "pf")
-}
-
 fn to_range(v: &SmapsVma) -> Range {
     Range {
         start: v.start,
@@ -35,7 +27,7 @@ fn to_range(v: &SmapsVma) -> Range {
 pub fn migratable_ranges(pid: Pid) -> Result<Vec<Range>, numalab_linux::Error> {
     Ok(read_smaps(&SysRoot::host(), pid)?
         .iter()
-        .filter(|v| !special(v))
+        .filter(|v| !v.is_kernel_special())
         .map(to_range)
         .collect())
 }
@@ -50,7 +42,7 @@ pub fn placeable_ranges(pid: Pid) -> Result<Vec<Range>, numalab_linux::Error> {
             let private_writable = p.len() >= 4 && p[1] == b'w' && p[3] == b'p';
             let anonymous = matches!(v.path.as_deref(), None | Some("[heap]" | "[stack]"))
                 || v.inode == 0 && v.path.as_deref().is_some_and(|s| s.starts_with("[anon"));
-            private_writable && anonymous && !special(v)
+            private_writable && anonymous && !v.is_kernel_special()
         })
         .map(to_range)
         .collect())
