@@ -89,7 +89,8 @@ mod lanes {
         }
     }
 
-    /// Adds 1 to every lane below `r` (`r >= 1`; padding lanes, 0xff, are never below).
+    /// Adds 1 to every lane below `r` (none when `r == 0`; padding lanes, 0xff, are never
+    /// below).
     #[inline(always)]
     pub fn inc_below(row: &mut [u8; CHUNK], r: u8) {
         #[cfg(target_arch = "x86_64")]
@@ -98,8 +99,10 @@ mod lanes {
             // SAFETY: SSE2 baseline; loads and stores the 16 bytes of `row`.
             unsafe {
                 let x = _mm_loadu_si128(row.as_ptr().cast());
-                // x < r  <=>  min(x, r - 1) == x (unsigned)
-                let lt = _mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8((r - 1) as i8)), x);
+                // x >= r  <=>  max(x, r) == x (unsigned); subtracting the all-ones "below"
+                // lanes adds 1 to them
+                let ge = _mm_cmpeq_epi8(_mm_max_epu8(x, _mm_set1_epi8(r as i8)), x);
+                let lt = _mm_andnot_si128(ge, _mm_set1_epi8(-1));
                 _mm_storeu_si128(row.as_mut_ptr().cast(), _mm_sub_epi8(x, lt));
             }
         }
@@ -110,8 +113,8 @@ mod lanes {
     }
 
     /// Ring form (see `WaySets::ring`): lanes hold slots, rank = (slot - h) & m. Makes the lane
-    /// of slot `s` (rank `r >= 1`) slot `h` (rank 0) and moves every lane of rank below `r`
-    /// one slot on (rank + 1).
+    /// of slot `s` (rank `r`) slot `h` (rank 0) and moves every lane of rank below `r` one
+    /// slot on (rank + 1); with `r == 0` nothing changes.
     #[inline(always)]
     pub fn ring_promote(row: &mut [u8; CHUNK], h: u8, r: u8, s: u8, m: u8) {
         #[cfg(target_arch = "x86_64")]
@@ -122,8 +125,9 @@ mod lanes {
                 let x = _mm_loadu_si128(row.as_ptr().cast());
                 let mm = _mm_set1_epi8(m as i8);
                 let rel = _mm_and_si128(_mm_sub_epi8(x, _mm_set1_epi8(h as i8)), mm);
-                // rel < r  <=>  min(rel, r - 1) == rel (unsigned)
-                let lt = _mm_cmpeq_epi8(_mm_min_epu8(rel, _mm_set1_epi8((r - 1) as i8)), rel);
+                // rel >= r  <=>  max(rel, r) == rel (unsigned)
+                let ge = _mm_cmpeq_epi8(_mm_max_epu8(rel, _mm_set1_epi8(r as i8)), rel);
+                let lt = _mm_andnot_si128(ge, _mm_set1_epi8(-1));
                 let moved = _mm_and_si128(_mm_sub_epi8(x, lt), mm);
                 let eq = _mm_cmpeq_epi8(x, _mm_set1_epi8(s as i8));
                 let y = _mm_or_si128(
@@ -285,10 +289,34 @@ impl WaySets {
         }
     }
 
+    /// Bit `16·c + l` set where lane `l` of row `c` equals `v`, for up to 4 rows (64 ways).
+    /// One mask for the whole set, so a search branches on "found" rather than on which row
+    /// (a branch the host mispredicts half the time in a 32-way set).
+    #[inline(always)]
+    fn lane_mask(rows: &[[u8; CHUNK]], v: u8) -> u64 {
+        debug_assert!(rows.len() <= 4);
+        let mut m = 0u64;
+        for (c, row) in rows.iter().enumerate() {
+            m |= (lanes::eq_mask(row, v) as u64) << (CHUNK * c);
+        }
+        m
+    }
+
     /// Way of `set` holding `key`, if any.
     #[inline(always)]
     fn find_way(fps: &[[u8; CHUNK]], tags: &[u64], key: u64) -> Option<usize> {
         let fp = fingerprint(key);
+        if fps.len() <= 4 {
+            let mut m = Self::lane_mask(fps, fp);
+            while m != 0 {
+                let i = m.trailing_zeros() as usize;
+                if i < tags.len() && tags[i] & KEY_MASK == key {
+                    return Some(i);
+                }
+                m &= m - 1;
+            }
+            return None;
+        }
         for (c, row) in fps.iter().enumerate() {
             let mut m = lanes::eq_mask(row, fp);
             while m != 0 {
@@ -302,29 +330,38 @@ impl WaySets {
         None
     }
 
-    /// Makes way `i` the most recently used.
+    /// Makes way `i` the most recently used (without a branch on whether it already is: in
+    /// a TLB set that branch is a coin toss for the host).
     #[inline(always)]
     fn touch(ranks: &mut [[u8; CHUNK]], i: usize) {
         let r = ranks[i / CHUNK][i % CHUNK];
-        if r != 0 {
-            for row in ranks.iter_mut() {
-                lanes::inc_below(row, r);
-            }
-            ranks[i / CHUNK][i % CHUNK] = 0;
+        for row in ranks.iter_mut() {
+            lanes::inc_below(row, r);
         }
+        ranks[i / CHUNK][i % CHUNK] = 0;
+    }
+
+    /// The lane holding `v` in rows that hold it exactly once (ranks, ring slots).
+    #[inline(always)]
+    fn lane_of(rows: &[[u8; CHUNK]], v: u8) -> usize {
+        if rows.len() <= 4 {
+            let m = Self::lane_mask(rows, v);
+            debug_assert!(m != 0, "rank rows are a permutation of 0..ways");
+            return m.trailing_zeros() as usize;
+        }
+        for (c, row) in rows.iter().enumerate() {
+            let m = lanes::eq_mask(row, v);
+            if m != 0 {
+                return c * CHUNK + m.trailing_zeros() as usize;
+            }
+        }
+        unreachable!("rank rows are a permutation of 0..ways")
     }
 
     /// The way of rank `ways - 1`: the least recently used, or an empty way.
     #[inline(always)]
     fn victim(ranks: &[[u8; CHUNK]], ways: usize) -> usize {
-        let last = (ways - 1) as u8;
-        for (c, row) in ranks.iter().enumerate() {
-            let m = lanes::eq_mask(row, last);
-            if m != 0 {
-                return c * CHUNK + m.trailing_zeros() as usize;
-            }
-        }
-        unreachable!("the ranks of a set are a permutation of 0..ways")
+        Self::lane_of(ranks, (ways - 1) as u8)
     }
 
     #[inline(always)]
@@ -372,13 +409,21 @@ impl WaySets {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let set = self.set_of(key);
             let lines = self.set_words / 8;
-            for l in 0..lines {
-                // SAFETY: the pointer stays inside `blocks`; prefetching never faults.
-                unsafe {
-                    _mm_prefetch::<_MM_HINT_T0>(self.blocks.as_ptr().add(set * lines + l).cast());
-                }
+            let p = self.blocks.as_ptr().wrapping_add(self.set_of(key) * lines);
+            // Unrolled for the usual 1 to 4 lines (a loop of unknown count cost ~20
+            // instructions per reference); wider sets only get their first four.
+            // SAFETY: SSE is part of the x86_64 baseline; prefetching never faults.
+            let at = |l: usize| unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(l).cast()) };
+            at(0);
+            if lines > 1 {
+                at(1);
+            }
+            if lines > 2 {
+                at(2);
+            }
+            if lines > 3 {
+                at(3);
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -444,10 +489,8 @@ impl WaySets {
             v.tags[i] |= bits;
             let s = v.ranks[i / CHUNK][i % CHUNK];
             let r = s.wrapping_sub(h) & m;
-            if r != 0 {
-                for row in v.ranks.iter_mut() {
-                    lanes::ring_promote(row, h, r, s, m);
-                }
+            for row in v.ranks.iter_mut() {
+                lanes::ring_promote(row, h, r, s, m);
             }
             self.last_word = tags_at + i;
             return WayAccess {
@@ -474,13 +517,7 @@ impl WaySets {
     /// The way whose rank-row lane holds `v`.
     #[inline(always)]
     fn way_of_slot(ranks: &[[u8; CHUNK]], v: u8) -> usize {
-        for (c, row) in ranks.iter().enumerate() {
-            let m = lanes::eq_mask(row, v);
-            if m != 0 {
-                return c * CHUNK + m.trailing_zeros() as usize;
-            }
-        }
-        unreachable!("the slots of a ring set are a permutation of 0..ways")
+        Self::lane_of(ranks, v)
     }
 
     #[inline(never)]
