@@ -422,21 +422,15 @@ impl Simulator {
     fn run_thread(&mut self, t: usize, end: f64) -> Result<(), SimError> {
         let th = &mut self.threads[t];
         let sh = &mut self.sh;
-        while th.clock < end {
+        // a Run op interrupted at the last epoch's end goes on first
+        if th.clock < end {
             if let Some((addr, left, stride, kind)) = th.run.take() {
-                let mut a = addr;
-                let mut n = left;
-                while n > 0 {
-                    access(th, sh, a, kind)?;
-                    a += stride;
-                    n -= 1;
-                    if th.clock >= end && n > 0 {
-                        th.run = Some((a, n, stride, kind));
-                        return Ok(());
-                    }
+                if !run_lines(th, sh, addr, left, stride, kind, end)? {
+                    return Ok(());
                 }
-                continue;
             }
+        }
+        while th.clock < end {
             if th.pos == th.ops.len() {
                 if !th.more {
                     th.finished = true;
@@ -464,7 +458,11 @@ impl Simulator {
                     lines,
                     stride_bytes,
                     kind,
-                } => th.run = Some((base, lines, stride_bytes as u64, kind)),
+                } => {
+                    if !run_lines(th, sh, base, lines, stride_bytes as u64, kind, end)? {
+                        return Ok(());
+                    }
+                }
                 Op::Compute {
                     cycles,
                     instructions,
@@ -955,6 +953,46 @@ fn close_phase(th: &mut Thread, phases: &mut Vec<PhaseStats>) {
     }
 }
 
+/// `lines` references `stride` bytes apart from `addr` (a Run op), stopping at the epoch's
+/// end: then the rest is kept in `th.run` and false returned.
+#[inline(always)]
+fn run_lines(
+    th: &mut Thread,
+    sh: &mut Shared,
+    addr: u64,
+    lines: u32,
+    stride: u64,
+    kind: AccessKind,
+    end: f64,
+) -> Result<bool, SimError> {
+    let (mut a, mut n) = (addr, lines);
+    // The page of the last translated line: a later line of the run on the same page needs
+    // no translation (nothing ran in between, so its entry is present and it is the most
+    // recent entry of its L1 TLB pool: a repeat hit that costs 0 and changes nothing).
+    let (mut page_lo, mut page_hi) = (1u64, 0u64);
+    let (mut home, mut size) = (0, PageSize::Base4K);
+    while n > 0 {
+        if a >= page_lo && a < page_hi {
+            reference(th, sh, a, kind, home, size, 0.0);
+        } else {
+            let (cost, h, s) = translate(th, sh, a)?;
+            (home, size) = (h, s);
+            if th.tlb.l1_covers(s) {
+                page_lo = a & !(s.bytes() - 1);
+                page_hi = page_lo + s.bytes();
+            }
+            reference(th, sh, a, kind, home, size, cost);
+        }
+        a += stride;
+        n -= 1;
+        if th.clock >= end && n > 0 {
+            th.run = Some((a, n, stride, kind));
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// Through the private cache, the node's LLC and DRAM. Returns (ns, source, private miss).
 #[inline(always)]
 fn hierarchy(
@@ -1014,7 +1052,19 @@ fn hierarchy(
 /// One memory reference of thread `th` to the line holding `addr`.
 #[inline(always)]
 fn access(th: &mut Thread, sh: &mut Shared, addr: u64, kind: AccessKind) -> Result<(), SimError> {
-    sh.refs += 1;
+    let (cost, home, size) = translate(th, sh, addr)?;
+    reference(th, sh, addr, kind, home, size, cost);
+    Ok(())
+}
+
+/// The translation part of a reference: faults, then the TLB and, on a miss, the walk.
+/// Returns its cost, the page's home node and size.
+#[inline(always)]
+fn translate(
+    th: &mut Thread,
+    sh: &mut Shared,
+    addr: u64,
+) -> Result<(f64, usize, PageSize), SimError> {
     let mut pte = sh.os.pt.try_get(addr);
     let mut cost = 0.0;
     if pte.needs_fault() {
@@ -1044,6 +1094,22 @@ fn access(th: &mut Thread, sh: &mut Shared, addr: u64, kind: AccessKind) -> Resu
             cost += sh.p.walk_base_ns + ns;
         }
     }
+    Ok((cost, home, size))
+}
+
+/// The data part of a reference whose translation cost `cost`: caches, memory, counters,
+/// the sampler.
+#[inline(always)]
+fn reference(
+    th: &mut Thread,
+    sh: &mut Shared,
+    addr: u64,
+    kind: AccessKind,
+    home: usize,
+    size: PageSize,
+    mut cost: f64,
+) {
+    sh.refs += 1;
     let write = kind.writes();
     let (ns, source, _) = hierarchy(
         th,
@@ -1072,7 +1138,6 @@ fn access(th: &mut Thread, sh: &mut Shared, addr: u64, kind: AccessKind) -> Resu
             take_sample(th, sh, addr, home, size, source, ns, write);
         }
     }
-    Ok(())
 }
 
 #[cold]

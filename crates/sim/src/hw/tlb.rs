@@ -60,7 +60,14 @@ pub struct Tlb {
     l1_of: [Vec<usize>; 3],
     l2_of: [Vec<usize>; 3],
     fast: [Route; 3],
+    /// The key of the last lookup whose size has an L1 pool: it is the most recent entry of
+    /// that pool, so looking it up again is an L1 hit that changes nothing (checked before
+    /// any routing). `NO_KEY` after anything that drops entries.
+    last_l1: u64,
 }
+
+/// No valid key equals it (keys stay below 2^55).
+const NO_KEY: u64 = u64::MAX;
 
 fn routes(pools: &[TlbPool]) -> [Vec<usize>; 3] {
     let mut r: [Vec<usize>; 3] = Default::default();
@@ -101,6 +108,7 @@ impl Tlb {
             l1_of,
             l2_of,
             fast,
+            last_l1: NO_KEY,
         }
     }
 
@@ -109,18 +117,48 @@ impl Tlb {
     #[inline(always)]
     pub fn lookup(&mut self, vaddr: u64, size: PageSize) -> TlbOutcome {
         let key = key_of(vaddr >> size.shift(), size);
-        let r = self.fast[size.index()];
-        if !r.simple {
-            return self.lookup_general(key, size.index());
-        }
-        // With one pool per level, `access` searches and, on a miss, fills in one pass.
-        if r.l1 != NONE && self.l1[r.l1].access(key, 0, 0).hit {
+        if key == self.last_l1 {
             return TlbOutcome::L1Hit;
         }
-        if r.l2 != NONE && self.l2[r.l2].access(key, 0, 0).hit {
+        let r = self.fast[size.index()];
+        if !r.simple {
+            let out = self.lookup_general(key, size.index());
+            self.last_l1 = if self.l1_of[size.index()].is_empty() {
+                NO_KEY
+            } else {
+                key
+            };
+            return out;
+        }
+        if r.l1 == NONE {
+            self.last_l1 = NO_KEY;
+        } else {
+            self.last_l1 = key;
+            // With one pool per level, `access` searches and, on a miss, fills in one pass.
+            // SAFETY: `new` built the routes from these pool lists: an index other than NONE
+            // is in bounds (the hot path skips the bounds checks).
+            if unsafe { self.l1.get_unchecked_mut(r.l1) }
+                .access(key, 0, 0)
+                .hit
+            {
+                return TlbOutcome::L1Hit;
+            }
+        }
+        // SAFETY: as above.
+        if r.l2 != NONE
+            && unsafe { self.l2.get_unchecked_mut(r.l2) }
+                .access(key, 0, 0)
+                .hit
+        {
             return TlbOutcome::L2Hit;
         }
         TlbOutcome::Miss
+    }
+
+    /// Whether an L1 pool caches translations of `size` (a repeated lookup then hits L1).
+    #[inline]
+    pub fn l1_covers(&self, size: PageSize) -> bool {
+        !self.l1_of[size.index()].is_empty()
     }
 
     /// Lookup where a level has several pools for the size.
@@ -172,6 +210,7 @@ impl Tlb {
 
     /// Drops every translation (a full flush, e.g. a context switch without PCID).
     pub fn flush(&mut self) {
+        self.last_l1 = NO_KEY;
         for p in self.l1.iter_mut().chain(self.l2.iter_mut()) {
             p.clear();
         }
@@ -179,6 +218,7 @@ impl Tlb {
 
     /// Drops the translation of the `size` page containing `vaddr` (INVLPG), at both levels.
     pub fn invalidate(&mut self, vaddr: u64, size: PageSize) {
+        self.last_l1 = NO_KEY;
         let key = key_of(vaddr >> size.shift(), size);
         let si = size.index();
         self.for_pools_of(si, |pool| {
@@ -191,6 +231,7 @@ impl Tlb {
     /// Drops every translation, of any size, whose page overlaps `start .. start + len`.
     /// Costs, per pool and size, `min(pages in range, sets) · ways`.
     pub fn invalidate_range(&mut self, start: u64, len: u64) {
+        self.last_l1 = NO_KEY;
         if len == 0 {
             return;
         }
