@@ -45,6 +45,9 @@ pub struct SimConfig {
     pub policies: Vec<Box<dyn Policy>>,
     /// Called about every 64 epochs.
     pub progress: Option<Box<dyn FnMut(Progress) + Send>>,
+    /// Host side only: run the engine's baseline x86-64 build even where the host has AVX2
+    /// (results are identical either way; tests compare the two builds).
+    pub baseline_host_isa: bool,
 }
 
 impl Default for SimConfig {
@@ -66,6 +69,7 @@ impl Default for SimConfig {
             lazy_max_block_bytes: u64::MAX,
             policies: Vec::new(),
             progress: None,
+            baseline_host_isa: false,
         }
     }
 }

@@ -117,6 +117,8 @@ pub struct Simulator {
     hooks: bool,
     /// Threads moved to another node since the last `on_thread_moved` dispatch.
     moved: Vec<(ThreadId, NodeId, NodeId)>,
+    /// The host runs `run_thread_avx2` (see there).
+    host_avx2: bool,
 }
 
 struct BuildSpace<'a> {
@@ -255,11 +257,13 @@ impl Simulator {
             refs: 0,
             deferred_shootdowns: Vec::new(),
         };
+        let host_avx2 = !cfg.baseline_host_isa && host_has_avx2();
         Ok(Simulator {
             machine: machine.clone(),
             threads,
             sh,
             workload_name: workload.name(),
+            host_avx2,
             cfg,
             phases: Vec::new(),
             now: 0.0,
@@ -419,7 +423,29 @@ impl Simulator {
         released
     }
 
+    /// Runs thread `t` up to `end`, in the engine's AVX2 build where the host has it.
     fn run_thread(&mut self, t: usize, end: f64) -> Result<(), SimError> {
+        #[cfg(target_arch = "x86_64")]
+        if self.host_avx2 {
+            // SAFETY: `host_avx2` is only set where the CPU reports every feature that
+            // `run_thread_avx2` enables.
+            return unsafe { self.run_thread_avx2(t, end) };
+        }
+        self.run_thread_body(t, end)
+    }
+
+    /// The same code compiled for AVX2 + BMI: the set searches' byte broadcasts become one
+    /// instruction and the SIMD code three-operand (about 5 % fewer host cycles). Only
+    /// integer SIMD and the same scalar f64 operations (FMA stays off), so results are
+    /// bit-identical to the baseline build.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt")]
+    unsafe fn run_thread_avx2(&mut self, t: usize, end: f64) -> Result<(), SimError> {
+        self.run_thread_body(t, end)
+    }
+
+    #[inline(always)]
+    fn run_thread_body(&mut self, t: usize, end: f64) -> Result<(), SimError> {
         let th = &mut self.threads[t];
         let sh = &mut self.sh;
         // a Run op interrupted at the last epoch's end goes on first
@@ -951,6 +977,20 @@ fn close_phase(th: &mut Thread, phases: &mut Vec<PhaseStats>) {
             }),
         }
     }
+}
+
+/// Whether the host CPU has every feature `Simulator::run_thread_avx2` is built for.
+fn host_has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx2")
+            && std::is_x86_feature_detected!("bmi1")
+            && std::is_x86_feature_detected!("bmi2")
+            && std::is_x86_feature_detected!("lzcnt")
+            && std::is_x86_feature_detected!("popcnt")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 /// `lines` references `stride` bytes apart from `addr` (a Run op), stopping at the epoch's
