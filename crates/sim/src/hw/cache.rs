@@ -168,14 +168,33 @@ mod lanes {
     }
 }
 
-/// Result of [`WaySets::access`]: the way used and, on a miss, what it held before.
+/// Result of [`WaySets::access`], packed in one word so that it stays in a register through
+/// the hot path's many merging branches (as a struct it went through the stack): `HIT`, or
+/// the replaced way's whole stored tag (key, metadata byte, owner bit; `EMPTY` key for an
+/// empty way). No stored tag is all ones: an empty way is `EMPTY` with metadata 0.
 #[derive(Copy, Clone, Debug)]
-pub(crate) struct WayAccess {
-    pub hit: bool,
+pub(crate) struct WayAccess(u64);
+
+impl WayAccess {
+    const HIT: WayAccess = WayAccess(u64::MAX);
+
+    #[inline(always)]
+    pub fn hit(self) -> bool {
+        self.0 == u64::MAX
+    }
+
     /// Miss only: the replaced way's tag without its metadata (key | owner bit; see
-    /// [`WaySets::is_empty_tag`]) and its metadata.
-    pub victim_tag: u64,
-    pub victim_meta: u8,
+    /// [`WaySets::is_empty_tag`]).
+    #[inline(always)]
+    pub fn victim_tag(self) -> u64 {
+        self.0 & !META_MASK
+    }
+
+    /// Miss only: the replaced way's metadata.
+    #[inline(always)]
+    pub fn victim_meta(self) -> u8 {
+        ((self.0 & META_MASK) >> META_SHIFT) as u8
+    }
 }
 
 /// A set-associative array of keys with per-way metadata and true LRU replacement: the
@@ -442,11 +461,7 @@ impl WaySets {
                 let at = self.last_word;
                 self.words()[at] |= bits;
             }
-            return WayAccess {
-                hit: true,
-                victim_tag: 0,
-                victim_meta: 0,
-            };
+            return WayAccess::HIT;
         }
         if self.ring {
             return match self.groups {
@@ -493,11 +508,7 @@ impl WaySets {
                 lanes::ring_promote(row, h, r, s, m);
             }
             self.last_word = tags_at + i;
-            return WayAccess {
-                hit: true,
-                victim_tag: 0,
-                victim_meta: 0,
-            };
+            return WayAccess::HIT;
         }
         // the victim has rank ways - 1, slot head - 1; moving head there makes it rank 0
         // and ages every other way by one
@@ -507,11 +518,7 @@ impl WaySets {
         v.fps[i / CHUNK][i % CHUNK] = fingerprint(key);
         self.head = nh;
         self.last_word = tags_at + i;
-        WayAccess {
-            hit: false,
-            victim_tag: old & !META_MASK,
-            victim_meta: ((old & META_MASK) >> META_SHIFT) as u8,
-        }
+        WayAccess(old)
     }
 
     /// The way whose rank-row lane holds `v`.
@@ -537,22 +544,14 @@ impl WaySets {
             v.tags[i] |= bits;
             Self::touch(v.ranks, i);
             self.last_word = tags_at + i;
-            return WayAccess {
-                hit: true,
-                victim_tag: 0,
-                victim_meta: 0,
-            };
+            return WayAccess::HIT;
         }
         let i = Self::victim(v.ranks, w);
         let old = std::mem::replace(&mut v.tags[i], key | bits | (meta as u64) << META_SHIFT);
         v.fps[i / CHUNK][i % CHUNK] = fingerprint(key);
         Self::touch(v.ranks, i);
         self.last_word = tags_at + i;
-        WayAccess {
-            hit: false,
-            victim_tag: old & !META_MASK,
-            victim_meta: ((old & META_MASK) >> META_SHIFT) as u8,
-        }
+        WayAccess(old)
     }
 
     /// Index of the way holding `key`; changes nothing.
@@ -733,17 +732,17 @@ impl SetAssocCache {
     #[inline]
     pub fn access(&mut self, line: u64, write: bool, meta: u8) -> CacheOutcome {
         let a = self.sets.access(line, (write as u64) << 63, meta);
-        if a.hit {
+        if a.hit() {
             CacheOutcome::Hit
-        } else if WaySets::is_empty_tag(a.victim_tag) {
+        } else if WaySets::is_empty_tag(a.victim_tag()) {
             CacheOutcome::Miss { evicted: None }
         } else {
-            let t = a.victim_tag;
+            let t = a.victim_tag();
             CacheOutcome::Miss {
                 evicted: Some(Evicted {
                     line: t & KEY_MASK,
                     dirty: t & DIRTY != 0,
-                    meta: a.victim_meta,
+                    meta: a.victim_meta(),
                 }),
             }
         }

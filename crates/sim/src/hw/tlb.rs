@@ -139,7 +139,7 @@ impl Tlb {
             // is in bounds (the hot path skips the bounds checks).
             if unsafe { self.l1.get_unchecked_mut(r.l1) }
                 .access(key, 0, 0)
-                .hit
+                .hit()
             {
                 return TlbOutcome::L1Hit;
             }
@@ -148,7 +148,7 @@ impl Tlb {
         if r.l2 != NONE
             && unsafe { self.l2.get_unchecked_mut(r.l2) }
                 .access(key, 0, 0)
-                .hit
+                .hit()
         {
             return TlbOutcome::L2Hit;
         }
