@@ -458,6 +458,39 @@ mod tests {
     }
 
     #[test]
+    fn repeated_lookup_after_invalidation_misses() {
+        // `lookup` answers a repeat of the last key before routing; anything that drops
+        // entries must end that, or a dropped translation would still "hit".
+        let mut t = Tlb::new(&broadwell());
+        assert_eq!(t.lookup(5 * K4, Base4K), TlbOutcome::Miss);
+        assert_eq!(t.lookup(5 * K4 + 64, Base4K), TlbOutcome::L1Hit);
+        t.invalidate(5 * K4, Base4K);
+        assert_eq!(t.lookup(5 * K4, Base4K), TlbOutcome::Miss);
+        t.invalidate_range(5 * K4, 1);
+        assert_eq!(t.lookup(5 * K4, Base4K), TlbOutcome::Miss);
+        t.flush();
+        assert_eq!(t.lookup(5 * K4, Base4K), TlbOutcome::Miss);
+        assert_eq!(t.lookup(5 * K4, Base4K), TlbOutcome::L1Hit);
+        // a size with no L1 pool: a repeat is an L2 hit every time, never an L1 hit
+        let mut t = Tlb::new(&cfg(
+            vec![pool(4, 4, &[Base4K])],
+            vec![pool(16, 4, &[Base4K, Huge2M])],
+        ));
+        assert_eq!(t.lookup(M2, Huge2M), TlbOutcome::Miss);
+        assert_eq!(t.lookup(M2, Huge2M), TlbOutcome::L2Hit);
+        assert_eq!(t.lookup(M2, Huge2M), TlbOutcome::L2Hit);
+        // two L1 pools for one size (the general route): the repeat still hits L1
+        let mut t = Tlb::new(&cfg(
+            vec![pool(2, 2, &[Base4K]), pool(2, 2, &[Base4K])],
+            vec![],
+        ));
+        assert_eq!(t.lookup(0, Base4K), TlbOutcome::Miss);
+        assert_eq!(t.lookup(0, Base4K), TlbOutcome::L1Hit);
+        t.invalidate(0, Base4K);
+        assert_eq!(t.lookup(0, Base4K), TlbOutcome::Miss);
+    }
+
+    #[test]
     fn remove_range_keeps_lru_order() {
         // One set of 4 ways: fill 0,1,2,3 (MRU 3), drop 1 and 2 via the whole-pool path.
         let mut t = Tlb::new(&cfg(vec![pool(4, 4, &[Base4K])], vec![]));
