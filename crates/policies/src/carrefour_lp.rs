@@ -24,7 +24,7 @@ use crate::carrefour::{
     global_decision, moves_to_actions, page_decisions, room_in, CarrefourParams, Mechanisms,
     RoundLog,
 };
-use crate::spec::{ParamInfo, ParamKind, ParamValues};
+use crate::spec::{param, ParamInfo, ParamKind, ParamValues};
 use crate::window::{group_by_block, group_by_current_page, CounterWindow, PageSamples, Rng};
 use numalab_core::view::MemoryView;
 use numalab_core::{AccessSample, Action, NodeId, NodeMask, PageSize, Policy};
@@ -33,26 +33,6 @@ pub const NAME: &str = "carrefour-lp";
 pub const SUMMARY: &str = "Carrefour-LP (USENIX ATC 2014, policies.md §7): Carrefour plus \
      huge-page management: split hot 2 MiB pages, split shared ones and stop THP allocation \
      when 4 KiB placement is estimated to win, back off after unproductive iterations";
-
-const fn param(
-    key: &'static str,
-    default: f64,
-    unit: &'static str,
-    meaning: &'static str,
-    kind: ParamKind,
-    min: f64,
-    max: f64,
-) -> ParamInfo {
-    ParamInfo {
-        key,
-        default,
-        unit,
-        meaning,
-        kind,
-        min,
-        max,
-    }
-}
 
 use ParamKind::{Flag, Integer, Number};
 

@@ -60,13 +60,14 @@ pub struct ParamInfo {
     pub max: f64,
 }
 
-/// A numeric tunable, the common kind: `min..=max` is what the parser accepts. Shared by the
-/// policies' parameter tables.
-pub const fn num(
+/// A tunable of any kind: `min..=max` is what the parser accepts. Shared by the policies'
+/// parameter tables.
+pub const fn param(
     key: &'static str,
     default: f64,
     unit: &'static str,
     meaning: &'static str,
+    kind: ParamKind,
     min: f64,
     max: f64,
 ) -> ParamInfo {
@@ -75,10 +76,22 @@ pub const fn num(
         default,
         unit,
         meaning,
-        kind: ParamKind::Number,
+        kind,
         min,
         max,
     }
+}
+
+/// A numeric tunable, the common kind.
+pub const fn num(
+    key: &'static str,
+    default: f64,
+    unit: &'static str,
+    meaning: &'static str,
+    min: f64,
+    max: f64,
+) -> ParamInfo {
+    param(key, default, unit, meaning, ParamKind::Number, min, max)
 }
 
 impl ParamInfo {
