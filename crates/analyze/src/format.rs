@@ -59,14 +59,9 @@ const SOURCE_NAMES: [&str; 5] = [
     "remote-dram",
 ];
 
+/// Dictionary key of a source: its index in [`Row::SOURCES`], the order of `SOURCE_NAMES`.
 fn source_index(s: DataSource) -> i8 {
-    match s {
-        DataSource::PrivateCache => 0,
-        DataSource::LocalLlc => 1,
-        DataSource::RemoteCache => 2,
-        DataSource::LocalDram => 3,
-        DataSource::RemoteDram => 4,
-    }
+    Row::source_index(s) as i8
 }
 
 fn source_of_name(name: &str) -> Option<DataSource> {
@@ -742,5 +737,21 @@ impl PlacementReader {
             }
         }
         Ok(Placement::from_entries(entries))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The dictionary's strings and `Row::SOURCES` must list the sources in one order (the
+    /// dictionary key is the row's source index), and the strings must be serde's names.
+    #[test]
+    fn source_names_follow_row_sources() {
+        for (i, s) in Row::SOURCES.iter().enumerate() {
+            assert_eq!(source_index(*s), i as i8);
+            let name = serde_json::to_value(s).expect("serialises");
+            assert_eq!(name.as_str(), Some(SOURCE_NAMES[i]));
+        }
     }
 }
