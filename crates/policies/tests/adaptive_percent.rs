@@ -1,33 +1,16 @@
 //! Adaptive remote percentage (policies.md §5, [nl] control law) on the real simulator:
 //! STREAM processes crowded on node 0 of `xeon-e5-2699v4-2n`.
 
+mod common;
 #[path = "common/tasks.rs"]
 mod tasks;
 
 use numalab_core::{AccessKind, CpuId, MapOptions, NodeId, Op, Policy};
-use numalab_machine::{CacheGeom, Machine};
 use numalab_policies::adaptive_percent::{AdaptivePercent, AdaptiveRound};
 use numalab_policies::{parse_spec, RoundLog};
 use numalab_sim::{simulate, Pinning, SimConfig, SimResult};
 use std::sync::{Arc, Mutex};
 use tasks::{TaskSpec, Tasks, Watch};
-
-/// xeon-e5-2699v4-2n (22 cores per node, 65 GB/s per controller) with caches shrunk to
-/// 32 KiB private and 256 KiB LLC, so that arrays of a few MiB stream from DRAM.
-fn xeon2() -> Machine {
-    let mut m = numalab_machine::preset("xeon-e5-2699v4-2n").expect("preset");
-    m.core.private_cache = CacheGeom {
-        bytes: 32 << 10,
-        ways: 8,
-    };
-    for n in &mut m.nodes {
-        n.llc = Some(CacheGeom {
-            bytes: 256 << 10,
-            ways: 16,
-        });
-    }
-    m
-}
 
 fn adaptive(spec: &str) -> (Box<AdaptivePercent>, RoundLog<AdaptiveRound>) {
     let log: RoundLog<AdaptiveRound> = Arc::new(Mutex::new(Vec::new()));
@@ -54,7 +37,7 @@ fn stream_on_node0(
         policies: policy.into_iter().collect(),
         ..Default::default()
     };
-    simulate(&xeon2(), w.as_ref(), cfg).expect("simulation runs")
+    simulate(&common::xeon2(), w.as_ref(), cfg).expect("simulation runs")
 }
 
 fn print_rounds(rounds: &[AdaptiveRound]) {
@@ -185,7 +168,7 @@ fn new_allocations_follow_p_without_moving_pages() {
         policies: vec![pol, watch],
         ..Default::default()
     };
-    let r = simulate(&xeon2(), &w, cfg).expect("simulation runs");
+    let r = simulate(&common::xeon2(), &w, cfg).expect("simulation runs");
     let rounds = log.lock().unwrap().clone();
     print_rounds(&rounds);
     eprintln!("run {:.2} ms", r.sim_time_ns * 1e-6);

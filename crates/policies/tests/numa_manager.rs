@@ -6,7 +6,7 @@ mod common;
 mod tasks;
 
 use numalab_core::{AccessKind, CpuId, MapOptions, MemPolicy, NodeId, Op, Policy};
-use numalab_machine::{CacheGeom, Machine};
+use numalab_machine::Machine;
 use numalab_policies::numa_manager::{AutoRound, NumaManager};
 use numalab_policies::{parse_spec, RoundLog};
 use numalab_sim::{simulate, Pinning, SimConfig, SimResult};
@@ -102,7 +102,14 @@ fn balanced_fills_one_hardware_thread_per_core_first() {
         gen: idle(20),
     }]);
     let (pol, _) = manager("numa-manager:threads=balanced");
-    let (_, snaps) = run(&xeon2(), &w, Pinning::Sequential, pol, 20_000, false);
+    let (_, snaps) = run(
+        &common::xeon2(),
+        &w,
+        Pinning::Sequential,
+        pol,
+        20_000,
+        false,
+    );
     let want: Vec<u32> = (0..22).chain([44, 45]).collect();
     assert_eq!(snaps[0].cpus(), want);
 }
@@ -201,23 +208,6 @@ fn remote_is_the_farthest_node_ties_in_ring_order_on_eight_nodes() {
     assert_eq!(s.region("t0m0"), &want);
 }
 
-/// xeon-e5-2699v4-2n (node 0: CPUs 0-21 and their siblings 44-65) with caches shrunk to
-/// 32 KiB private and 256 KiB LLC, so a 2 MiB array streams from DRAM.
-fn xeon2() -> Machine {
-    let mut m = numalab_machine::preset("xeon-e5-2699v4-2n").expect("preset");
-    m.core.private_cache = CacheGeom {
-        bytes: 32 << 10,
-        ways: 8,
-    };
-    for n in &mut m.nodes {
-        n.llc = Some(CacheGeom {
-            bytes: 256 << 10,
-            ways: 16,
-        });
-    }
-    m
-}
-
 const ARRAY: u64 = 2 << 20;
 
 /// One single-threaded task streaming its 2 MiB array `passes` times, `extra` instructions
@@ -286,7 +276,7 @@ fn print_rounds(rounds: &[AutoRound]) {
 fn auto_run(w: &Tasks, spec: &str) -> (Vec<AutoRound>, Vec<Snapshot>) {
     let (pol, log) = manager(&format!("numa-manager:threads=auto,initial=runner,{spec}"));
     let pin = Pinning::Cpus((0..w.0.len() as u32).map(CpuId).collect());
-    let (r, snaps) = run(&xeon2(), w, pin, pol, 1_000_000, false);
+    let (r, snaps) = run(&common::xeon2(), w, pin, pol, 1_000_000, false);
     let rounds = log.lock().unwrap().clone();
     print_rounds(&rounds);
     eprintln!("run {:.2} ms", r.sim_time_ns * 1e-6);

@@ -94,7 +94,18 @@ pub fn touch_pages(start: u64, bytes: u64) -> Op {
 /// so that scenarios of a few MiB miss them as real working sets of GiB miss the real ones
 /// and each test stays small. Everything else (controllers, links, costs) is the preset's.
 pub fn machine() -> Machine {
-    let mut m = numalab_machine::preset("opteron6164he-4n").expect("preset exists");
+    shrunk_caches("opteron6164he-4n")
+}
+
+/// xeon-e5-2699v4-2n (22 cores per node, node 0: CPUs 0-21 and their siblings 44-65; 65 GB/s
+/// per controller) with the same shrunk caches, so that arrays of a few MiB stream from DRAM.
+pub fn xeon2() -> Machine {
+    shrunk_caches("xeon-e5-2699v4-2n")
+}
+
+/// Preset `name` with its caches shrunk to 32 KiB private and 256 KiB LLC per node.
+pub fn shrunk_caches(name: &str) -> Machine {
+    let mut m = numalab_machine::preset(name).expect("preset exists");
     m.core.private_cache = CacheGeom {
         bytes: 32 << 10,
         ways: 8,
