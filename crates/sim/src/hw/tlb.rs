@@ -123,11 +123,7 @@ impl Tlb {
         let r = self.fast[size.index()];
         if !r.simple {
             let out = self.lookup_general(key, size.index());
-            self.last_l1 = if self.l1_of[size.index()].is_empty() {
-                NO_KEY
-            } else {
-                key
-            };
+            self.last_l1 = if self.l1_covers(size) { key } else { NO_KEY };
             return out;
         }
         if r.l1 == NONE {
