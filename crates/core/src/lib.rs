@@ -21,4 +21,6 @@ pub use page::PageSize;
 pub use sample::{AccessSample, DataSource};
 pub use topology::{NodeInfo, Topology, TopologyError};
 pub use view::{Action, MemoryView, NextTouchMechanism, PageInfo, Policy, RegionInfo, ThreadInfo};
-pub use workload::{AccessKind, AddressSpace, MapOptions, Op, ThreadProgram, ThreadSpec, Workload};
+pub use workload::{
+    AccessKind, AddressSpace, GatherTable, MapOptions, Op, ThreadProgram, ThreadSpec, Workload,
+};

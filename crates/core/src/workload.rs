@@ -41,6 +41,17 @@ pub enum Op {
         stride_bytes: u16,
         kind: AccessKind,
     },
+    /// `count` accesses of an indexed gather (or scatter): access `i` goes to
+    /// `base + (index[first + i] << elem_shift)`, where `index` and `elem_shift` are the
+    /// program's [`GatherTable`] ([`ThreadProgram::gather_table`]). Sparse kernels emit one
+    /// per row instead of an `Access` per element: the indices are the program's own array
+    /// (CG's `colidx`), so nothing is copied and the engine walks them in a tight loop.
+    Gather {
+        base: u64,
+        first: u32,
+        count: u16,
+        kind: AccessKind,
+    },
     /// Core work between memory references: `cycles` of compute retiring `instructions`.
     Compute { cycles: u32, instructions: u32 },
     /// Wait until every thread of the task reached its next barrier (an OpenMP barrier).
@@ -48,6 +59,56 @@ pub enum Op {
     /// A phase boundary (`id` is the workload's phase number); timings are kept per phase and
     /// next-touch / lazy-migration hooks fire here.
     Phase { id: u16 },
+}
+
+/// The index array that a program's [`Op::Gather`]s read: element `i` of a gather is at
+/// `base + (index[first + i] << elem_shift)` (`elem_shift` 3 for `f64` elements).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GatherTable {
+    pub index: std::sync::Arc<[u32]>,
+    pub elem_shift: u8,
+}
+
+impl GatherTable {
+    /// The addresses of a gather over this table.
+    pub fn addresses(&self, base: u64, first: u32, count: u16) -> impl Iterator<Item = u64> + '_ {
+        let (lo, shift) = (first as usize, self.elem_shift);
+        self.index[lo..lo + count as usize]
+            .iter()
+            .map(move |&i| base + ((i as u64) << shift))
+    }
+}
+
+impl Op {
+    /// The (address, kind) of every access this op makes, in order: one for `Access`, `lines`
+    /// for `Run`, `count` for `Gather` (through `table`, the program's gather table), none
+    /// for the others. For tests and inspection; the engine does not go through it.
+    ///
+    /// Panics on a `Gather` without a table or with indices outside it.
+    pub fn accesses<'a>(
+        &self,
+        table: Option<&'a GatherTable>,
+    ) -> Box<dyn Iterator<Item = (u64, AccessKind)> + 'a> {
+        match *self {
+            Op::Access { addr, kind } => Box::new(std::iter::once((addr, kind))),
+            Op::Run {
+                base,
+                lines,
+                stride_bytes,
+                kind,
+            } => Box::new((0..lines as u64).map(move |i| (base + i * stride_bytes as u64, kind))),
+            Op::Gather {
+                base,
+                first,
+                count,
+                kind,
+            } => {
+                let t = table.expect("an Op::Gather needs the program's gather table");
+                Box::new(t.addresses(base, first, count).map(move |a| (a, kind)))
+            }
+            Op::Compute { .. } | Op::Barrier | Op::Phase { .. } => Box::new(std::iter::empty()),
+        }
+    }
 }
 
 /// Options of one mapping, like mmap flags plus an immediate mbind/madvise.
@@ -78,6 +139,11 @@ pub trait ThreadProgram: Send {
     /// Return false once the thread has nothing more to do; ops appended in that same call
     /// still run.
     fn fill(&mut self, out: &mut Vec<Op>) -> bool;
+    /// The index array of this program's [`Op::Gather`]s (asked once, before the first
+    /// `fill`). A program that emits no `Gather` has none.
+    fn gather_table(&self) -> Option<GatherTable> {
+        None
+    }
     /// Names of the phases whose ids this program emits, indexed by id (for reports).
     fn phase_names(&self) -> &'static [&'static str] {
         &[]
@@ -100,5 +166,39 @@ mod tests {
     #[test]
     fn op_stays_small() {
         assert!(std::mem::size_of::<Op>() <= 16);
+    }
+
+    #[test]
+    fn gather_addresses_follow_the_table() {
+        let t = GatherTable {
+            index: vec![5, 0, 7, 2].into(),
+            elem_shift: 3,
+        };
+        let op = Op::Gather {
+            base: 0x1000,
+            first: 1,
+            count: 3,
+            kind: AccessKind::Read,
+        };
+        let got: Vec<_> = op.accesses(Some(&t)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (0x1000, AccessKind::Read),
+                (0x1000 + 7 * 8, AccessKind::Read),
+                (0x1000 + 2 * 8, AccessKind::Read)
+            ]
+        );
+        let run = Op::Run {
+            base: 64,
+            lines: 2,
+            stride_bytes: 128,
+            kind: AccessKind::Write,
+        };
+        assert_eq!(
+            run.accesses(None).collect::<Vec<_>>(),
+            vec![(64, AccessKind::Write), (192, AccessKind::Write)]
+        );
+        assert_eq!(Op::Barrier.accesses(None).count(), 0);
     }
 }

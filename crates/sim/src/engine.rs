@@ -14,8 +14,9 @@ use numalab_core::view::{NextTouchMechanism, NodeTraffic, ThreadCounters};
 use numalab_core::workload::AddressSpace;
 use numalab_core::Policy;
 use numalab_core::{
-    AccessKind, AccessSample, Action, CpuId, DataSource, MapOptions, MemoryView, NodeId, Op,
-    PageInfo, PageSize, RegionInfo, TaskId, ThreadId, ThreadInfo, ThreadProgram, Workload,
+    AccessKind, AccessSample, Action, CpuId, DataSource, GatherTable, MapOptions, MemoryView,
+    NodeId, Op, PageInfo, PageSize, RegionInfo, TaskId, ThreadId, ThreadInfo, ThreadProgram,
+    Workload,
 };
 use numalab_machine::{Machine, Routes};
 use std::time::Instant;
@@ -63,6 +64,25 @@ struct Params {
     mprotect_ns: f64,
 }
 
+/// The rest of an op that an epoch's end interrupted.
+#[derive(Copy, Clone, Debug)]
+enum Pending {
+    /// `left` lines of a Run from `addr`, `stride` bytes apart.
+    Run {
+        addr: u64,
+        left: u32,
+        stride: u64,
+        kind: AccessKind,
+    },
+    /// The last `left` elements of a Gather, from gather-table entry `next`.
+    Gather {
+        base: u64,
+        next: u32,
+        left: u32,
+        kind: AccessKind,
+    },
+}
+
 struct Thread {
     id: u32,
     task: TaskId,
@@ -75,8 +95,8 @@ struct Thread {
     more: bool,
     finished: bool,
     waiting: bool,
-    /// A Run op interrupted at an epoch end: (next address, lines left, stride, kind).
-    run: Option<(u64, u32, u64, AccessKind)>,
+    /// A Run or Gather op interrupted at an epoch end, to go on with first.
+    pending: Option<Pending>,
     tlb: Tlb,
     l2: SetAssocCache,
     s: ThreadStats,
@@ -107,6 +127,9 @@ struct Shared {
 pub struct Simulator {
     machine: Machine,
     threads: Vec<Thread>,
+    /// Per thread, its program's gather table (beside `threads` so that the gather loop
+    /// can read it while the thread's state is borrowed mutably).
+    gather_tables: Vec<Option<GatherTable>>,
     sh: Shared,
     cfg: SimConfig,
     workload_name: String,
@@ -178,6 +201,7 @@ impl Simulator {
         os.nt.lazy_max_block_bytes = cfg.lazy_max_block_bytes.max(4096);
         let specs = workload.build(&mut BuildSpace { os: &mut os });
         let c = &machine.core;
+        let gather_tables = specs.iter().map(|s| s.program.gather_table()).collect();
         let threads = specs
             .into_iter()
             .zip(cpus)
@@ -201,7 +225,7 @@ impl Simulator {
                     more: true,
                     finished: false,
                     waiting: false,
-                    run: None,
+                    pending: None,
                     tlb: Tlb::new(&c.tlb),
                     l2: SetAssocCache::new(c.private_cache.bytes, c.private_cache.ways),
                     s: ThreadStats {
@@ -261,6 +285,7 @@ impl Simulator {
         Ok(Simulator {
             machine: machine.clone(),
             threads,
+            gather_tables,
             sh,
             workload_name: workload.name(),
             host_avx2,
@@ -447,13 +472,27 @@ impl Simulator {
     #[inline(always)]
     fn run_thread_body(&mut self, t: usize, end: f64) -> Result<(), SimError> {
         let th = &mut self.threads[t];
+        let table = self.gather_tables[t].as_ref();
         let sh = &mut self.sh;
-        // a Run op interrupted at the last epoch's end goes on first
+        // an op interrupted at the last epoch's end goes on first
         if th.clock < end {
-            if let Some((addr, left, stride, kind)) = th.run.take() {
-                if !run_lines(th, sh, addr, left, stride, kind, end)? {
-                    return Ok(());
-                }
+            let done = match th.pending.take() {
+                None => true,
+                Some(Pending::Run {
+                    addr,
+                    left,
+                    stride,
+                    kind,
+                }) => run_lines(th, sh, addr, left, stride, kind, end)?,
+                Some(Pending::Gather {
+                    base,
+                    next,
+                    left,
+                    kind,
+                }) => gather(th, sh, table, base, next, left, kind, end)?,
+            };
+            if !done {
+                return Ok(());
             }
         }
         while th.clock < end {
@@ -486,6 +525,16 @@ impl Simulator {
                     kind,
                 } => {
                     if !run_lines(th, sh, base, lines, stride_bytes as u64, kind, end)? {
+                        return Ok(());
+                    }
+                }
+                Op::Gather {
+                    base,
+                    first,
+                    count,
+                    kind,
+                } => {
+                    if !gather(th, sh, table, base, first, count as u32, kind, end)? {
                         return Ok(());
                     }
                 }
@@ -994,7 +1043,7 @@ fn host_has_avx2() -> bool {
 }
 
 /// `lines` references `stride` bytes apart from `addr` (a Run op), stopping at the epoch's
-/// end: then the rest is kept in `th.run` and false returned.
+/// end: then the rest is kept in `th.pending` and false returned.
 #[inline(always)]
 fn run_lines(
     th: &mut Thread,
@@ -1026,7 +1075,50 @@ fn run_lines(
         a += stride;
         n -= 1;
         if th.clock >= end && n > 0 {
-            th.run = Some((a, n, stride, kind));
+            th.pending = Some(Pending::Run {
+                addr: a,
+                left: n,
+                stride,
+                kind,
+            });
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Elements `first..first + count` of a Gather op over the thread's gather table, stopping
+/// at the epoch's end: then the rest is kept in `th.pending` and false returned.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn gather(
+    th: &mut Thread,
+    sh: &mut Shared,
+    table: Option<&GatherTable>,
+    base: u64,
+    first: u32,
+    count: u32,
+    kind: AccessKind,
+    end: f64,
+) -> Result<bool, SimError> {
+    let table = table.expect("a program emitting Op::Gather must return a gather table");
+    let (index, shift) = (&*table.index, table.elem_shift);
+    let lo = first as usize;
+    let elems = &index[lo..lo + count as usize];
+    for (j, &i) in elems.iter().enumerate() {
+        // as for Access ops: the private cache set of the element PREFETCH_AHEAD_OPS later
+        // (often the next row's) is requested now so that host misses overlap
+        if let Some(&ahead) = index.get(lo + j + PREFETCH_AHEAD_OPS) {
+            th.l2.prefetch((base + ((ahead as u64) << shift)) >> 6);
+        }
+        access(th, sh, base + ((i as u64) << shift), kind)?;
+        if th.clock >= end && j + 1 < elems.len() {
+            th.pending = Some(Pending::Gather {
+                base,
+                next: first + j as u32 + 1,
+                left: count - j as u32 - 1,
+                kind,
+            });
             return Ok(false);
         }
     }

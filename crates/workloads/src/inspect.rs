@@ -81,10 +81,12 @@ impl AddressSpace for BumpSpace {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ThreadSummary {
     pub ops: u64,
-    /// `Op::Access` ops and `Op::Run` ops.
+    /// `Op::Access` ops, `Op::Run` ops and `Op::Gather` ops.
     pub access_ops: u64,
     pub run_ops: u64,
-    /// Line references (accesses plus the lines of runs), in total and by kind.
+    pub gather_ops: u64,
+    /// Line references (accesses, the lines of runs and the elements of gathers), in total
+    /// and by kind.
     pub lines: u64,
     pub reads: u64,
     pub writes: u64,
@@ -146,6 +148,7 @@ impl ThreadSummary {
 pub fn summarize(spec: &mut ThreadSpec, space: &BumpSpace, max_ops: Option<u64>) -> ThreadSummary {
     let mut s = ThreadSummary::default();
     let mut buf = Vec::with_capacity(8192);
+    let table = spec.program.gather_table();
     loop {
         buf.clear();
         let more = spec.program.fill(&mut buf);
@@ -174,6 +177,12 @@ pub fn summarize(spec: &mut ThreadSpec, space: &BumpSpace, max_ops: Option<u64>)
                             stride_bytes as u64,
                             kind,
                         );
+                    }
+                }
+                Op::Gather { .. } => {
+                    s.gather_ops += 1;
+                    for (addr, kind) in op.accesses(table.as_ref()) {
+                        s.count(space, spec.task, addr, 1, LINE_BYTES, kind);
                     }
                 }
                 Op::Compute {

@@ -25,7 +25,8 @@
 use crate::emit::{line_of, static_range, Gen, Script, Span, Status, CHUNK_OPS};
 use crate::spec::{Params, WorkloadError};
 use numalab_core::workload::{
-    AccessKind, AddressSpace, MapOptions, Op, ThreadProgram, ThreadSpec, Workload, LINE_BYTES,
+    AccessKind, AddressSpace, GatherTable, MapOptions, Op, ThreadProgram, ThreadSpec, Workload,
+    LINE_BYTES,
 };
 use numalab_core::TaskId;
 use std::sync::{Arc, OnceLock};
@@ -164,8 +165,9 @@ pub struct CgMatrix {
     pub nonzer: usize,
     /// Final row pointers (n + 1), as NPB's `rowstr` after duplicate removal.
     pub rowstr: Vec<u64>,
-    /// Final column indices, sorted within each row, as NPB's `colidx`.
-    pub colidx: Vec<u32>,
+    /// Final column indices, sorted within each row, as NPB's `colidx` (shared: it is also
+    /// the gather table of every thread's SpMV).
+    pub colidx: Arc<[u32]>,
     /// Matrix values `a`, only when generated for verification.
     pub values: Option<Vec<f64>>,
     /// Row pointers of `sparse`'s workspace before duplicates are removed (n + 1).
@@ -336,12 +338,11 @@ impl CgMatrix {
         }
         rowstr[n] = out as u64;
         cols.truncate(out);
-        cols.shrink_to_fit();
         CgMatrix {
             n,
             nonzer,
             rowstr,
-            colidx: cols,
+            colidx: cols.into(),
             values: with_values.then_some(values),
             rowstr_pre,
             vec_start,
@@ -919,6 +920,13 @@ impl ThreadProgram for CgProgram {
         }
     }
 
+    fn gather_table(&self) -> Option<GatherTable> {
+        Some(GatherTable {
+            index: self.m.colidx.clone(),
+            elem_shift: 3, // the gathered vectors hold f64
+        })
+    }
+
     fn phase_names(&self) -> &'static [&'static str] {
         PHASES
     }
@@ -1017,17 +1025,19 @@ impl Gen for Spmv {
                 self.colidx + ke * 4,
                 R,
             );
-            // extend over the slice reserves once (a push per gather checked the capacity
-            // every time: a few percent of the simulator's host time)
-            let src = self.src;
-            out.extend(
-                m.colidx[ks as usize..ke as usize]
-                    .iter()
-                    .map(|&c| Op::Access {
-                        addr: src + c as u64 * 8,
-                        kind: R,
-                    }),
-            );
+            // the gathers of src(colidx(k)) read the program's gather table (colidx itself):
+            // one op per row, not one per nonzero
+            let mut k = ks;
+            while k < ke {
+                let count = (ke - k).min(u16::MAX as u64);
+                out.push(Op::Gather {
+                    base: self.src,
+                    first: k as u32,
+                    count: count as u16,
+                    kind: R,
+                });
+                k += count;
+            }
             let cy = (ke - ks) * SPMV_CYCLES_PER_NONZERO;
             if cy > 0 {
                 out.push(Op::Compute {

@@ -442,6 +442,14 @@ fn cg_gathers_use_the_real_colidx() {
     let p = space.by_name("cg.p").unwrap().start;
     // thread 1 of 2 multiplies rows [700, 1400): its first gathers after its first read of a
     // in the untimed phase are p(colidx(k)) of row 700
+    let table = specs[1]
+        .program
+        .gather_table()
+        .expect("CG's SpMV gathers through colidx");
+    assert_eq!(
+        &*table.index, &*m.colidx,
+        "the gather table is colidx itself"
+    );
     let mut ops = Vec::new();
     let mut phase = 0;
     let mut gathers = Vec::new();
@@ -451,12 +459,13 @@ fn cg_gathers_use_the_real_colidx() {
         for op in &ops {
             match *op {
                 Op::Phase { id } => phase = id,
-                Op::Access {
-                    addr,
-                    kind: AccessKind::Read,
-                } if phase == npb_cg::PHASE_UNTIMED && addr >= p && addr < p + 8 * 1402 => {
-                    gathers.push((addr - p) / 8);
-                    if gathers.len() == m.row(700).len() {
+                Op::Gather { .. } if phase == npb_cg::PHASE_UNTIMED => {
+                    for (addr, kind) in op.accesses(Some(&table)) {
+                        assert_eq!(kind, AccessKind::Read);
+                        assert!(addr >= p && addr < p + 8 * 1402, "gather outside p");
+                        gathers.push((addr - p) / 8);
+                    }
+                    if gathers.len() >= m.row(700).len() {
                         break 'outer;
                     }
                 }
