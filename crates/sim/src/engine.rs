@@ -106,6 +106,14 @@ struct Thread {
     hook_phase: Option<u16>,
 }
 
+impl Thread {
+    /// Instructions retired so far: `s.instructions` counts the compute ops' only, and each
+    /// memory reference is one more (counted here rather than on the hot path).
+    fn instructions(&self) -> u64 {
+        self.s.instructions + self.s.loads + self.s.stores
+    }
+}
+
 /// Shared state every access touches.
 struct Shared {
     os: Os,
@@ -118,7 +126,6 @@ struct Shared {
     tick_samples: Vec<AccessSample>,
     max_samples: usize,
     samples_taken: u64,
-    refs: u64,
     /// TLB shootdowns raised in a fault handler for the task's other threads, applied when
     /// the faulting thread's run returns: (task, faulting thread, start, len, count).
     deferred_shootdowns: Vec<(TaskId, u32, u64, u64, u32)>,
@@ -278,7 +285,6 @@ impl Simulator {
             tick_samples: Vec::new(),
             max_samples: cfg.max_samples,
             samples_taken: 0,
-            refs: 0,
             deferred_shootdowns: Vec::new(),
         };
         let host_avx2 = !cfg.baseline_host_isa && host_has_avx2();
@@ -296,6 +302,11 @@ impl Simulator {
             hooks: false,
             moved: Vec::new(),
         })
+    }
+
+    /// Memory references simulated so far: each is one load or one store of a thread.
+    fn memory_references(&self) -> u64 {
+        self.threads.iter().map(|t| t.s.loads + t.s.stores).sum()
     }
 
     /// Run to completion.
@@ -388,10 +399,11 @@ impl Simulator {
             }
             let done = self.threads.iter().filter(|t| t.finished).count();
             if epochs & 63 == 0 {
+                let memory_references = self.memory_references();
                 if let Some(cb) = self.cfg.progress.as_mut() {
                     cb(Progress {
                         sim_time_ns: self.now,
-                        memory_references: self.sh.refs,
+                        memory_references,
                         threads_done: done,
                         threads: self.threads.len(),
                     });
@@ -927,7 +939,14 @@ impl Simulator {
             policy_ns,
             ..
         } = self;
-        let per_thread: Vec<ThreadStats> = threads.iter().map(|t| t.s.clone()).collect();
+        let per_thread: Vec<ThreadStats> = threads
+            .iter()
+            .map(|t| ThreadStats {
+                instructions: t.instructions(),
+                ..t.s.clone()
+            })
+            .collect();
+        let memory_references = per_thread.iter().map(|t| t.loads + t.stores).sum();
         let sim_time_ns = per_thread.iter().map(|t| t.time_ns).fold(0.0, f64::max);
         let n = machine.topology.num_nodes();
         let mut resident = vec![0u64; n];
@@ -981,7 +1000,7 @@ impl Simulator {
             mempolicy: cfg.task_policy.to_string(),
             thp: cfg.thp.to_string(),
             sim_time_ns,
-            memory_references: sh.refs,
+            memory_references,
             metrics,
             per_thread,
             per_node,
@@ -1241,7 +1260,6 @@ fn reference(
     size: PageSize,
     mut cost: f64,
 ) {
-    sh.refs += 1;
     let write = kind.writes();
     let (ns, source, _) = hierarchy(
         th,
@@ -1260,7 +1278,6 @@ fn reference(
             th.s.remote_loads += 1;
         }
     }
-    th.s.instructions += 1;
     th.clock += cost;
     th.s.memory_ns += cost;
     if sh.sample_period > 0 {
@@ -1472,7 +1489,7 @@ impl MemoryView for Simulator {
             return ThreadCounters::default();
         };
         ThreadCounters {
-            instructions: t.s.instructions,
+            instructions: t.instructions(),
             loads: t.s.loads,
             stores: t.s.stores,
             llc_misses: t.s.llc_misses,
