@@ -4,14 +4,18 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
+/// The discriminant is the size's index (0, 1, 2) and each size is 2^9 times the one
+/// before, so `index` and `shift` are arithmetic, not matches (the simulator asks on every
+/// reference).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[repr(u8)]
 pub enum PageSize {
     #[serde(rename = "4K")]
-    Base4K,
+    Base4K = 0,
     #[serde(rename = "2M")]
-    Huge2M,
+    Huge2M = 1,
     #[serde(rename = "1G")]
-    Giant1G,
+    Giant1G = 2,
 }
 
 impl PageSize {
@@ -19,11 +23,7 @@ impl PageSize {
 
     #[inline]
     pub const fn shift(self) -> u32 {
-        match self {
-            PageSize::Base4K => 12,
-            PageSize::Huge2M => 21,
-            PageSize::Giant1G => 30,
-        }
+        12 + 9 * self as u32
     }
 
     #[inline]
@@ -50,11 +50,7 @@ impl PageSize {
     /// Index 0, 1, 2 for per-size arrays.
     #[inline]
     pub const fn index(self) -> usize {
-        match self {
-            PageSize::Base4K => 0,
-            PageSize::Huge2M => 1,
-            PageSize::Giant1G => 2,
-        }
+        self as usize
     }
 
     /// Start of the page of this size containing `addr`.
@@ -97,5 +93,9 @@ mod tests {
         assert_eq!(PageSize::Huge2M.align_down(0x40_1234), 0x40_0000);
         assert_eq!("2m".parse::<PageSize>().unwrap(), PageSize::Huge2M);
         assert!("3M".parse::<PageSize>().is_err());
+        let shifts: Vec<u32> = PageSize::ALL.iter().map(|s| s.shift()).collect();
+        assert_eq!(shifts, [12, 21, 30]);
+        let idx: Vec<usize> = PageSize::ALL.iter().map(|s| s.index()).collect();
+        assert_eq!(idx, [0, 1, 2]);
     }
 }

@@ -955,12 +955,13 @@ impl Simulator {
                 resident[pte.node()] += pte.size().bytes();
             }
         }
+        let served = sh.mem.served();
         let per_node: Vec<NodeStats> = (0..n)
             .map(|d| NodeStats {
                 node: d as u16,
-                ctrl_read_bytes: sh.mem.ctrl_read_bytes[d],
+                ctrl_read_bytes: sh.mem.ctrl_read_bytes(d),
                 ctrl_write_bytes: sh.mem.ctrl_write_bytes[d],
-                served_from: sh.mem.served[d].clone(),
+                served_from: served[d].clone(),
                 avg_utilisation: avg_util[d],
                 peak_utilisation: sh.mem.ctrl_util_max[d],
                 resident_bytes: resident[d],
@@ -1503,7 +1504,7 @@ impl MemoryView for Simulator {
     }
     fn node_traffic(&self) -> NodeTraffic {
         NodeTraffic {
-            served: self.sh.mem.served.clone(),
+            served: self.sh.mem.served(),
         }
     }
     // The view's samples are those gathered since the previous policy tick.

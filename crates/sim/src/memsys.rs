@@ -43,14 +43,21 @@ pub struct MemSys {
     idle_lat_ns: Vec<f64>,
 
     // counters of the current epoch
-    epoch_ctrl_bytes: Vec<f64>,
+    /// Line reads from CPU node s to memory node d: `epoch_reads[s * n + d]`. The hot path
+    /// only counts; `end_epoch` turns the counts into controller bytes and `served` (a read
+    /// was three counters and a loop before, a tenth of the simulator's instructions).
+    epoch_reads: Vec<u64>,
+    /// Controller bytes of the epoch other than the reads above (write-backs, copies).
+    /// Integers: every amount is whole bytes, so the total is exact in any order.
+    epoch_ctrl_bytes: Vec<u64>,
     epoch_link_bytes: Vec<f64>,
 
-    // cumulative counters
-    pub ctrl_read_bytes: Vec<u64>,
+    // cumulative counters (reads of the current epoch are added by `end_epoch`; the
+    // accessors below include them)
+    ctrl_read_bytes: Vec<u64>,
     pub ctrl_write_bytes: Vec<u64>,
     /// DRAM requests served by controller `to` for CPU node `from`: `served[to][from]`.
-    pub served: Vec<Vec<u64>>,
+    served: Vec<Vec<u64>>,
     pub link_bytes: Vec<f64>,
     /// Peak smoothed utilisation seen per controller and per link slot.
     pub ctrl_util_max: Vec<f64>,
@@ -112,7 +119,8 @@ impl MemSys {
             link_penalty_ns: vec![0.0; slots],
             lat_ns: vec![0.0; n * n],
             idle_lat_ns: vec![0.0; n * n],
-            epoch_ctrl_bytes: vec![0.0; n],
+            epoch_reads: vec![0; n * n],
+            epoch_ctrl_bytes: vec![0; n],
             epoch_link_bytes: vec![0.0; slots],
             ctrl_read_bytes: vec![0; n],
             ctrl_write_bytes: vec![0; n],
@@ -161,23 +169,50 @@ impl MemSys {
     }
 
     /// Account one line read from memory node `d` by CPU node `s` (a load miss or an RFO).
-    #[inline]
+    #[inline(always)]
     pub fn read(&mut self, s: usize, d: usize) {
-        let b = self.line_bytes;
-        self.epoch_ctrl_bytes[d] += b;
-        self.ctrl_read_bytes[d] += b as u64;
-        self.served[d][s] += 1;
-        let wire = b * (1.0 + self.link_overhead);
-        for &l in &self.read_slots[s * self.n + d] {
+        let i = s * self.n + d;
+        self.epoch_reads[i] += 1;
+        if s != d {
+            // the links' bytes stay a running f64 sum in access order (as before, so that
+            // results do not change); a local read crosses no link
+            self.read_links(i);
+        }
+    }
+
+    #[inline(never)]
+    fn read_links(&mut self, i: usize) {
+        let wire = self.line_bytes * (1.0 + self.link_overhead);
+        for &l in &self.read_slots[i] {
             self.epoch_link_bytes[l as usize] += wire;
         }
+    }
+
+    /// Line reads served by each controller `to` for each CPU node `from`, so far:
+    /// `[to][from]`.
+    pub fn served(&self) -> Vec<Vec<u64>> {
+        let n = self.n;
+        (0..n)
+            .map(|d| {
+                (0..n)
+                    .map(|s| self.served[d][s] + self.epoch_reads[s * n + d])
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Bytes read from controller `d` so far (line reads and copies).
+    pub fn ctrl_read_bytes(&self, d: usize) -> u64 {
+        let n = self.n;
+        let pending: u64 = (0..n).map(|s| self.epoch_reads[s * n + d]).sum();
+        self.ctrl_read_bytes[d] + pending * self.line_bytes as u64
     }
 
     /// Account one dirty line written back from node `s`'s caches to memory node `d`.
     #[inline]
     pub fn write_back(&mut self, s: usize, d: usize) {
         let b = self.line_bytes;
-        self.epoch_ctrl_bytes[d] += b;
+        self.epoch_ctrl_bytes[d] += b as u64;
         self.ctrl_write_bytes[d] += b as u64;
         let wire = b * (1.0 + self.link_overhead);
         for &l in &self.write_slots[s * self.n + d] {
@@ -188,8 +223,8 @@ impl MemSys {
     /// Account bulk copy traffic (page migration): `bytes` read on `from`, written on `to`.
     pub fn copy(&mut self, from: usize, to: usize, bytes: u64) {
         let b = bytes as f64;
-        self.epoch_ctrl_bytes[from] += b;
-        self.epoch_ctrl_bytes[to] += b;
+        self.epoch_ctrl_bytes[from] += bytes;
+        self.epoch_ctrl_bytes[to] += bytes;
         self.ctrl_read_bytes[from] += bytes;
         self.ctrl_write_bytes[to] += bytes;
         let wire = b * (1.0 + self.link_overhead);
@@ -213,8 +248,21 @@ impl MemSys {
                 }
             }
         }
+        let line = self.line_bytes as u64;
+        let mut ctrl_bytes = vec![0.0; n];
         for d in 0..n {
-            let u = self.epoch_ctrl_bytes[d] / (self.ctrl_bytes_per_ns[d] * epoch_ns);
+            let mut reads = 0;
+            for s in 0..n {
+                let r = std::mem::take(&mut self.epoch_reads[s * n + d]);
+                self.served[d][s] += r;
+                reads += r;
+            }
+            self.ctrl_read_bytes[d] += reads * line;
+            // whole bytes below 2^53: the same f64 as adding them one by one
+            ctrl_bytes[d] = (std::mem::take(&mut self.epoch_ctrl_bytes[d]) + reads * line) as f64;
+        }
+        for d in 0..n {
+            let u = ctrl_bytes[d] / (self.ctrl_bytes_per_ns[d] * epoch_ns);
             let total = self.curves[d].at(self.ctrl_util[d].min(1.0)) + self.ctrl_penalty_ns[d];
             self.ctrl_util[d] = SMOOTHING * u + (1.0 - SMOOTHING) * self.ctrl_util[d];
             self.ctrl_penalty_ns[d] = overload_penalty(
@@ -243,9 +291,8 @@ impl MemSys {
             self.link_util_max[l] = self.link_util_max[l].max(self.link_util[l]);
             self.epoch_link_bytes[l] = 0.0;
         }
-        let bytes = std::mem::replace(&mut self.epoch_ctrl_bytes, vec![0.0; n]);
         self.recompute_latencies();
-        bytes
+        ctrl_bytes
     }
 
     /// Current smoothed utilisation of each controller (0..1+).
