@@ -1125,13 +1125,30 @@ fn gather(
     let (index, shift) = (&*table.index, table.elem_shift);
     let lo = first as usize;
     let elems = &index[lo..lo + count as usize];
+    // As in `run_lines`: an element on the page the gather last translated needs no
+    // translation (nothing ran in between that changes a page table or a TLB, so the lookup
+    // would be a free repeat L1 hit). Asked from the address alone, the question resolves
+    // early: sorted indices make it a coin toss that the host mispredicts half the time.
+    let (mut page_lo, mut page_hi) = (1u64, 0u64);
+    let (mut home, mut size) = (0, PageSize::Base4K);
     for (j, &i) in elems.iter().enumerate() {
         // as for Access ops: the private cache set of the element PREFETCH_AHEAD_OPS later
         // (often the next row's) is requested now so that host misses overlap
         if let Some(&ahead) = index.get(lo + j + PREFETCH_AHEAD_OPS) {
             th.l2.prefetch((base + ((ahead as u64) << shift)) >> 6);
         }
-        access(th, sh, base + ((i as u64) << shift), kind)?;
+        let a = base + ((i as u64) << shift);
+        if a >= page_lo && a < page_hi {
+            reference(th, sh, a, kind, home, size, 0.0);
+        } else {
+            let (cost, h, s) = translate(th, sh, a)?;
+            (home, size) = (h, s);
+            if th.tlb.l1_covers(s) {
+                page_lo = a & !(s.bytes() - 1);
+                page_hi = page_lo + s.bytes();
+            }
+            reference(th, sh, a, kind, home, size, cost);
+        }
         if th.clock >= end && j + 1 < elems.len() {
             th.pending = Some(Pending::Gather {
                 base,
