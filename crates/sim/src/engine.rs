@@ -44,6 +44,9 @@ const PT_LINE_BASE: u64 = 1 << 53;
 /// How many ops ahead of the one executing the engine prefetches a reference's private cache
 /// set (host-side only: no effect on results).
 const PREFETCH_AHEAD_OPS: usize = 8;
+/// How many lines ahead inside a Run op the engine prefetches the private and LLC sets (a
+/// stream's lines miss both: their LLC sets were the largest host stall left).
+const RUN_PREFETCH_LINES: u32 = 4;
 
 /// Figures copied out of the machine description for the hot path.
 struct Params {
@@ -524,8 +527,14 @@ impl Simulator {
             // The host-cache lines of the private cache set that a later reference will search
             // are requested now, so that the misses of several references overlap instead of
             // each one waiting on host memory in turn.
-            if let Some(Op::Access { addr, .. }) = th.ops.get(th.pos + PREFETCH_AHEAD_OPS) {
-                th.l2.prefetch(addr >> 6);
+            match th.ops.get(th.pos + PREFETCH_AHEAD_OPS) {
+                Some(Op::Access { addr, .. }) => th.l2.prefetch(addr >> 6),
+                Some(Op::Run { base, .. }) => {
+                    // a run's first lines (the later ones are prefetched inside the run)
+                    th.l2.prefetch(base >> 6);
+                    sh.llc[th.node].prefetch(base >> 6);
+                }
+                _ => {}
             }
             th.pos += 1;
             match op {
@@ -1081,6 +1090,12 @@ fn run_lines(
     let (mut page_lo, mut page_hi) = (1u64, 0u64);
     let (mut home, mut size) = (0, PageSize::Base4K);
     while n > 0 {
+        if n > RUN_PREFETCH_LINES {
+            // host-side only, as the op-ahead prefetch
+            let ahead = (a + RUN_PREFETCH_LINES as u64 * stride) >> 6;
+            th.l2.prefetch(ahead);
+            sh.llc[th.node].prefetch(ahead);
+        }
         if a >= page_lo && a < page_hi {
             reference(th, sh, a, kind, home, size, 0.0);
         } else {
