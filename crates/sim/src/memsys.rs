@@ -249,20 +249,21 @@ impl MemSys {
             }
         }
         let line = self.line_bytes as u64;
-        let mut ctrl_bytes = vec![0.0; n];
-        for d in 0..n {
-            let mut reads = 0;
-            for s in 0..n {
-                let r = std::mem::take(&mut self.epoch_reads[s * n + d]);
-                self.served[d][s] += r;
-                reads += r;
-            }
-            self.ctrl_read_bytes[d] += reads * line;
-            // whole bytes below 2^53: the same f64 as adding them one by one
-            ctrl_bytes[d] = (std::mem::take(&mut self.epoch_ctrl_bytes[d]) + reads * line) as f64;
-        }
-        for d in 0..n {
-            let u = ctrl_bytes[d] / (self.ctrl_bytes_per_ns[d] * epoch_ns);
+        let ctrl_bytes: Vec<f64> = (0..n)
+            .map(|d| {
+                let mut reads = 0;
+                for s in 0..n {
+                    let r = std::mem::take(&mut self.epoch_reads[s * n + d]);
+                    self.served[d][s] += r;
+                    reads += r;
+                }
+                self.ctrl_read_bytes[d] += reads * line;
+                // whole bytes below 2^53: the same f64 as adding them one by one
+                (std::mem::take(&mut self.epoch_ctrl_bytes[d]) + reads * line) as f64
+            })
+            .collect();
+        for (d, &bytes) in ctrl_bytes.iter().enumerate() {
+            let u = bytes / (self.ctrl_bytes_per_ns[d] * epoch_ns);
             let total = self.curves[d].at(self.ctrl_util[d].min(1.0)) + self.ctrl_penalty_ns[d];
             self.ctrl_util[d] = SMOOTHING * u + (1.0 - SMOOTHING) * self.ctrl_util[d];
             self.ctrl_penalty_ns[d] = overload_penalty(
