@@ -71,6 +71,39 @@ struct Params {
     mprotect_ns: f64,
 }
 
+/// The per-op constants of a data reference, worked out once per op rather than per
+/// reference (the same f64 products, so the results do not change).
+#[derive(Copy, Clone, Debug)]
+struct RefKind {
+    write: bool,
+    /// Latency multiplier: 1 for a dependent read (a walk, a pointer chase), else
+    /// 1 / concurrency (independent misses overlap).
+    overlap: f64,
+    /// `private_hit_ns · overlap`.
+    private_hit_ns: f64,
+    /// `llc_hit_ns · overlap`.
+    llc_hit_ns: f64,
+}
+
+impl RefKind {
+    #[inline(always)]
+    fn new(p: &Params, kind: AccessKind) -> RefKind {
+        let dependent = kind == AccessKind::DependentRead;
+        Self::with(p, kind.writes(), dependent)
+    }
+
+    #[inline(always)]
+    fn with(p: &Params, write: bool, dependent: bool) -> RefKind {
+        let overlap = if dependent { 1.0 } else { p.inv_conc };
+        RefKind {
+            write,
+            overlap,
+            private_hit_ns: p.private_hit_ns * overlap,
+            llc_hit_ns: p.llc_hit_ns * overlap,
+        }
+    }
+}
+
 /// The rest of an op that an epoch's end interrupted.
 #[derive(Copy, Clone, Debug)]
 enum Pending {
@@ -1088,6 +1121,7 @@ fn run_lines(
     end: f64,
 ) -> Result<bool, SimError> {
     let (mut a, mut n) = (addr, lines);
+    let rk = RefKind::new(&sh.p, kind);
     // the host's own prefetcher follows long runs (their sets are consecutive host memory)
     let short = lines <= SHORT_RUN_LINES;
     // The page of the last translated line: a later line of the run on the same page needs
@@ -1103,7 +1137,7 @@ fn run_lines(
             sh.llc[th.node].prefetch(ahead);
         }
         if a >= page_lo && a < page_hi {
-            reference(th, sh, a, kind, home, size, 0.0);
+            reference::<false>(th, sh, a, &rk, home, size, 0.0);
         } else {
             let (cost, h, s) = translate(th, sh, a)?;
             (home, size) = (h, s);
@@ -1111,7 +1145,7 @@ fn run_lines(
                 page_lo = a & !(s.bytes() - 1);
                 page_hi = page_lo + s.bytes();
             }
-            reference(th, sh, a, kind, home, size, cost);
+            reference::<true>(th, sh, a, &rk, home, size, cost);
         }
         a += stride;
         n -= 1;
@@ -1152,6 +1186,7 @@ fn gather(
     // early: sorted indices make it a coin toss that the host mispredicts half the time.
     // (Written out in both loops on purpose: the same logic as a shared `LastPage` struct
     // with an inlined method measured 12 % slower.)
+    let rk = RefKind::new(&sh.p, kind);
     let (mut page_lo, mut page_hi) = (1u64, 0u64);
     let (mut home, mut size) = (0, PageSize::Base4K);
     for (j, &i) in elems.iter().enumerate() {
@@ -1162,7 +1197,7 @@ fn gather(
         }
         let a = base + ((i as u64) << shift);
         if a >= page_lo && a < page_hi {
-            reference(th, sh, a, kind, home, size, 0.0);
+            reference::<false>(th, sh, a, &rk, home, size, 0.0);
         } else {
             let (cost, h, s) = translate(th, sh, a)?;
             (home, size) = (h, s);
@@ -1170,7 +1205,7 @@ fn gather(
                 page_lo = a & !(s.bytes() - 1);
                 page_hi = page_lo + s.bytes();
             }
-            reference(th, sh, a, kind, home, size, cost);
+            reference::<true>(th, sh, a, &rk, home, size, cost);
         }
         if th.clock >= end && j + 1 < elems.len() {
             th.pending = Some(Pending::Gather {
@@ -1192,17 +1227,11 @@ fn hierarchy(
     sh: &mut Shared,
     line: u64,
     home: usize,
-    dependent: bool,
-    write: bool,
+    rk: &RefKind,
 ) -> (f64, DataSource, bool) {
     let node = th.node;
-    let overlap = if dependent { 1.0 } else { sh.p.inv_conc };
-    match th.l2.access(line, write, home as u8) {
-        CacheOutcome::Hit => (
-            sh.p.private_hit_ns * overlap,
-            DataSource::PrivateCache,
-            false,
-        ),
+    match th.l2.access(line, rk.write, home as u8) {
+        CacheOutcome::Hit => (rk.private_hit_ns, DataSource::PrivateCache, false),
         CacheOutcome::Miss { evicted } => {
             th.s.private_misses += 1;
             if let Some(ev) = evicted {
@@ -1218,7 +1247,7 @@ fn hierarchy(
                 }
             }
             match sh.llc[node].access(line, false, home as u8) {
-                CacheOutcome::Hit => (sh.p.llc_hit_ns * overlap, DataSource::LocalLlc, true),
+                CacheOutcome::Hit => (rk.llc_hit_ns, DataSource::LocalLlc, true),
                 CacheOutcome::Miss { evicted } => {
                     if let Some(ev) = evicted {
                         if ev.dirty {
@@ -1230,10 +1259,10 @@ fn hierarchy(
                     let lat = sh.mem.read_latency_ns(node, home);
                     if home == node {
                         th.s.dram_local += 1;
-                        (lat * overlap, DataSource::LocalDram, true)
+                        (lat * rk.overlap, DataSource::LocalDram, true)
                     } else {
                         th.s.dram_remote += 1;
-                        (lat * overlap, DataSource::RemoteDram, true)
+                        (lat * rk.overlap, DataSource::RemoteDram, true)
                     }
                 }
             }
@@ -1245,7 +1274,8 @@ fn hierarchy(
 #[inline(always)]
 fn access(th: &mut Thread, sh: &mut Shared, addr: u64, kind: AccessKind) -> Result<(), SimError> {
     let (cost, home, size) = translate(th, sh, addr)?;
-    reference(th, sh, addr, kind, home, size, cost);
+    let rk = RefKind::new(&sh.p, kind);
+    reference::<true>(th, sh, addr, &rk, home, size, cost);
     Ok(())
 }
 
@@ -1279,7 +1309,8 @@ fn translate(
             // paging-structure caches (walk_base_ns)
             let pt_line =
                 PT_LINE_BASE + ((size.index() as u64) << 50) + (addr >> (size.shift() + 3));
-            let (ns, _, missed) = hierarchy(th, sh, pt_line, home, true, false);
+            let walk = RefKind::with(&sh.p, false, true);
+            let (ns, _, missed) = hierarchy(th, sh, pt_line, home, &walk);
             if missed {
                 th.s.walk_private_misses += 1;
             }
@@ -1290,28 +1321,22 @@ fn translate(
 }
 
 /// The data part of a reference whose translation cost `cost`: caches, memory, counters,
-/// the sampler.
+/// the sampler. `TRANSLATED` is false where the translation was the free repeat of the
+/// previous one (`cost` is then 0 and is not added: `0.0 + ns` is `ns` for the non-negative
+/// latencies here, one add less on the commonest path).
 #[inline(always)]
-fn reference(
+fn reference<const TRANSLATED: bool>(
     th: &mut Thread,
     sh: &mut Shared,
     addr: u64,
-    kind: AccessKind,
+    rk: &RefKind,
     home: usize,
     size: PageSize,
-    mut cost: f64,
+    cost: f64,
 ) {
-    let write = kind.writes();
-    let (ns, source, _) = hierarchy(
-        th,
-        sh,
-        addr >> 6,
-        home,
-        kind == AccessKind::DependentRead,
-        write,
-    );
-    cost += ns;
-    if write {
+    let (ns, source, _) = hierarchy(th, sh, addr >> 6, home, rk);
+    let cost = if TRANSLATED { cost + ns } else { ns };
+    if rk.write {
         th.s.stores += 1;
     } else {
         th.s.loads += 1;
@@ -1325,7 +1350,7 @@ fn reference(
         sh.sample_countdown -= 1;
         if sh.sample_countdown == 0 {
             sh.sample_countdown = sh.sample_period;
-            take_sample(th, sh, addr, home, size, source, ns, write);
+            take_sample(th, sh, addr, home, size, source, ns, rk.write);
         }
     }
 }
