@@ -1109,11 +1109,13 @@ fn prefetch_slice(xs: &[u32]) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let start = xs.as_ptr() as usize;
-        let end = start + std::mem::size_of_val(xs);
-        for line in (start & !63..end).step_by(64) {
+        let p = xs.as_ptr().cast::<i8>();
+        // from the start of the first line to the end of the slice, one address per line
+        let skew = p as usize % 64;
+        let end = skew + std::mem::size_of_val(xs);
+        for off in (0..end).step_by(64) {
             // SAFETY: SSE is part of the x86_64 baseline; prefetching never faults.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(line as *const i8) };
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_sub(skew).wrapping_add(off)) };
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
