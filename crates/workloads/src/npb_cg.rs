@@ -1170,7 +1170,7 @@ impl Gen for SparseFill {
             self.cycles += 2 * len;
             // The rows this thread fills for the vector PREFETCH_VECTORS_AHEAD later: the
             // binary searches below are chains of dependent loads into colidx, whose rows the
-            // host's caches do not hold (half the emitter's time went waiting on them).
+            // host's caches do not hold (most of the emitter's time went waiting on them).
             if let Some(&e2) = m.vec_start.get(i + PREFETCH_VECTORS_AHEAD + 1) {
                 let s2 = m.vec_start[i + PREFETCH_VECTORS_AHEAD] as usize;
                 for &j in &m.vec_cols[s2..e2 as usize] {
