@@ -58,7 +58,7 @@ struct Block([u64; 8]);
 
 /// Fingerprint of a key: its top byte after a multiplicative hash (all key bits count).
 #[inline(always)]
-fn fingerprint(key: u64) -> u8 {
+pub(crate) fn fingerprint(key: u64) -> u8 {
     (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u8
 }
 
@@ -89,6 +89,24 @@ mod lanes {
         }
     }
 
+    /// [`eq_mask`] with a load the compiler may not merge with its neighbour's (a 16-byte
+    /// load can take its value from the 16-byte store that `set_lane` left in the store
+    /// buffer; a merged 32-byte load cannot and waits for the store to leave it).
+    #[inline(always)]
+    pub fn eq_mask_unmerged(row: &[u8; CHUNK], v: u8) -> u32 {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::*;
+            // SAFETY: SSE2 is part of the x86_64 baseline; the load reads the 16 bytes of `row`.
+            unsafe {
+                let x = std::ptr::read_volatile(row.as_ptr().cast::<__m128i>());
+                _mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8(v as i8))) as u32
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        eq_mask(row, v)
+    }
+
     /// Adds 1 to every lane at or below `r`. Callers pass the rank of the way they then set
     /// to 0, so its own lane's increment is overwritten: the effect is "every lane below
     /// `r`" (none when `r == 0`) in three SIMD operations instead of five. Padding lanes
@@ -112,6 +130,30 @@ mod lanes {
         #[cfg(not(target_arch = "x86_64"))]
         for b in row.iter_mut() {
             *b += (*b <= r) as u8;
+        }
+    }
+
+    /// Sets lane `l` to `v` by rewriting the whole row (no lane where `l >= 16`).
+    #[inline(always)]
+    pub fn set_lane(row: &mut [u8; CHUNK], l: u8, v: u8) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::*;
+            // SAFETY: SSE2 baseline; loads and stores the 16 bytes of `row`.
+            unsafe {
+                let x = _mm_loadu_si128(row.as_ptr().cast());
+                let iota = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+                let at = _mm_cmpeq_epi8(iota, _mm_set1_epi8(l as i8));
+                let y = _mm_or_si128(
+                    _mm_andnot_si128(at, x),
+                    _mm_and_si128(at, _mm_set1_epi8(v as i8)),
+                );
+                _mm_storeu_si128(row.as_mut_ptr().cast(), y);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        if let Some(b) = row.get_mut(l as usize) {
+            *b = v;
         }
     }
 
@@ -560,6 +602,101 @@ impl WaySets {
         Self::touch(v.ranks, i);
         self.last_word = tags_at + i;
         WayAccess(old)
+    }
+
+    /// The shape of the sets, for callers that dispatch on it once (the TLB's lookup):
+    /// (ring form, groups of 16 lanes).
+    #[inline]
+    pub(crate) fn shape(&self) -> (bool, usize) {
+        (self.ring, self.groups)
+    }
+
+    /// [`Self::access`] for a TLB pool whose shape the caller knows (`RING`, `G` groups: see
+    /// [`Self::shape`]), with the key's [`fingerprint`] already worked out (a TLB miss
+    /// searches two pools for one key) and no owner bit or metadata (TLB entries carry
+    /// none, so a stored tag is the key itself). Skips the repeat check: the caller has
+    /// already answered a repeat of its last key, and where the key is the pool's last one
+    /// anyway (an earlier lookup that went past this pool), searching finds it as the most
+    /// recent way of its set and promoting it changes nothing. Returns whether it hit.
+    #[inline(always)]
+    pub(crate) fn tlb_access<const RING: bool, const G: usize>(
+        &mut self,
+        key: u64,
+        fp: u8,
+    ) -> bool {
+        debug_assert!(self.ring == RING && self.groups == G);
+        debug_assert!(key < KEY_MASK && fp == fingerprint(key));
+        let set = if RING { 0 } else { self.set_of(key) };
+        let w = self.ways;
+        let tags_at = set * self.set_words + 4 * G;
+        let h = self.head;
+        self.last_key = key;
+        let v = self.view(set, G);
+        let mut m = if RING {
+            let mut m = 0u64;
+            for (c, row) in v.fps.iter().enumerate() {
+                m |= (lanes::eq_mask_unmerged(row, fp) as u64) << (CHUNK * c);
+            }
+            m
+        } else {
+            Self::lane_mask(v.fps, fp)
+        };
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            // SAFETY: `i < w` is checked first; `v.tags` has `w` entries.
+            if i < w && unsafe { *v.tags.get_unchecked(i) } == key {
+                if RING {
+                    let mk = (w - 1) as u8;
+                    let s = v.ranks[i / CHUNK][i % CHUNK];
+                    let r = s.wrapping_sub(h) & mk;
+                    for row in v.ranks.iter_mut() {
+                        lanes::ring_promote(row, h, r, s, mk);
+                    }
+                } else {
+                    Self::touch(v.ranks, i);
+                }
+                self.last_word = tags_at + i;
+                return true;
+            }
+            m &= m - 1;
+        }
+        // as in `ring_in`: the ring's victim is slot head - 1, which becomes the head
+        let nh = h.wrapping_sub(1) & (w - 1) as u8;
+        let i = if RING {
+            // unmerged loads, as above: a hit's promotion rewrote each slot row whole
+            let mut m = 0u64;
+            for (c, row) in v.ranks.iter().enumerate() {
+                m |= (lanes::eq_mask_unmerged(row, nh) as u64) << (CHUNK * c);
+            }
+            m.trailing_zeros() as usize
+        } else {
+            Self::victim(v.ranks, w)
+        };
+        debug_assert!(i < w);
+        // SAFETY: a victim lane is a way (padding lanes hold neither a slot nor rank w - 1).
+        unsafe {
+            *v.tags.get_unchecked_mut(i) = key;
+            if RING {
+                // Rows rewritten whole: the next lookup loads them, and a store is forwarded
+                // only to a load it covers; after a one-byte store that load waited for the
+                // store to leave the store buffer, which chained every L1 DTLB miss to the one
+                // before it (a cyclic sweep over 147 pages: 10 -> 7.5 ns per lookup).
+                for (c, row) in v.fps.iter_mut().enumerate() {
+                    lanes::set_lane(row, i.wrapping_sub(c * CHUNK) as u8, fp);
+                }
+            } else {
+                *v.fps
+                    .get_unchecked_mut(i / CHUNK)
+                    .get_unchecked_mut(i % CHUNK) = fp;
+            }
+        }
+        if RING {
+            self.head = nh;
+        } else {
+            Self::touch(v.ranks, i);
+        }
+        self.last_word = tags_at + i;
+        false
     }
 
     /// Index of the way holding `key`; changes nothing.
