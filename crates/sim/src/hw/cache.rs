@@ -672,23 +672,19 @@ impl WaySets {
         } else {
             Self::victim(v.ranks, w)
         };
-        debug_assert!(i < w);
-        // SAFETY: a victim lane is a way (padding lanes hold neither a slot nor rank w - 1).
-        unsafe {
-            *v.tags.get_unchecked_mut(i) = key;
-            if RING {
-                // Rows rewritten whole: the next lookup loads them, and a store is forwarded
-                // only to a load it covers; after a one-byte store that load waited for the
-                // store to leave the store buffer, which chained every L1 DTLB miss to the one
-                // before it (a cyclic sweep over 147 pages: 10 -> 7.5 ns per lookup).
-                for (c, row) in v.fps.iter_mut().enumerate() {
-                    lanes::set_lane(row, i.wrapping_sub(c * CHUNK) as u8, fp);
-                }
-            } else {
-                *v.fps
-                    .get_unchecked_mut(i / CHUNK)
-                    .get_unchecked_mut(i % CHUNK) = fp;
+        // (indexed with bounds checks: a broken slot or rank row panics here instead of
+        // writing past the set)
+        v.tags[i] = key;
+        if RING {
+            // Rows rewritten whole: the next lookup loads them, and a store is forwarded
+            // only to a load it covers; after a one-byte store that load waited for the
+            // store to leave the store buffer, which chained every L1 DTLB miss to the one
+            // before it (a cyclic sweep over 147 pages: 10 -> 7.5 ns per lookup).
+            for (c, row) in v.fps.iter_mut().enumerate() {
+                lanes::set_lane(row, i.wrapping_sub(c * CHUNK) as u8, fp);
             }
+        } else {
+            v.fps[i / CHUNK][i % CHUNK] = fp;
         }
         if RING {
             self.head = nh;
