@@ -89,6 +89,19 @@ mod lanes {
         }
     }
 
+    /// `b` where `mask` is all ones, `a` where it is zero.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn select(
+        mask: std::arch::x86_64::__m128i,
+        a: std::arch::x86_64::__m128i,
+        b: std::arch::x86_64::__m128i,
+    ) -> std::arch::x86_64::__m128i {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is part of the x86_64 baseline (register operations only).
+        unsafe { _mm_or_si128(_mm_andnot_si128(mask, a), _mm_and_si128(mask, b)) }
+    }
+
     /// [`eq_mask`] with a load the compiler may not merge with its neighbour's (a 16-byte
     /// load can take its value from the 16-byte store that `set_lane` left in the store
     /// buffer; a merged 32-byte load cannot and waits for the store to leave it).
@@ -144,10 +157,7 @@ mod lanes {
                 let x = _mm_loadu_si128(row.as_ptr().cast());
                 let iota = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
                 let at = _mm_cmpeq_epi8(iota, _mm_set1_epi8(l as i8));
-                let y = _mm_or_si128(
-                    _mm_andnot_si128(at, x),
-                    _mm_and_si128(at, _mm_set1_epi8(v as i8)),
-                );
+                let y = select(at, x, _mm_set1_epi8(v as i8));
                 _mm_storeu_si128(row.as_mut_ptr().cast(), y);
             }
         }
@@ -175,10 +185,7 @@ mod lanes {
                 let lt = _mm_andnot_si128(ge, _mm_set1_epi8(-1));
                 let moved = _mm_and_si128(_mm_sub_epi8(x, lt), mm);
                 let eq = _mm_cmpeq_epi8(x, _mm_set1_epi8(s as i8));
-                let y = _mm_or_si128(
-                    _mm_andnot_si128(eq, moved),
-                    _mm_and_si128(eq, _mm_set1_epi8(h as i8)),
-                );
+                let y = select(eq, moved, _mm_set1_epi8(h as i8));
                 _mm_storeu_si128(row.as_mut_ptr().cast(), y);
             }
         }
@@ -253,7 +260,7 @@ pub(crate) struct WaySets {
     /// Chunks of 16 lanes in a fingerprint or rank row.
     groups: usize,
     set_mask: u64,
-    /// Ring form of the LRU ranks, for one fully associative set of 2^k ≥ 16 ways (the wide
+    /// Ring form of the LRU ranks, for one fully associative set of 16, 32 or 64 ways (the wide
     /// L1 DTLBs): the rank row holds each way's *slot*, its rank is `(slot - head) mod ways`.
     /// A miss replaces the way of rank `ways - 1`, the slot `head - 1`, and only moves `head`
     /// back by one: every other way ages by one without a store to the row (in a fully
@@ -313,7 +320,8 @@ impl WaySets {
             set_words,
             groups,
             set_mask: sets - 1,
-            ring: sets == 1 && ways.is_power_of_two() && ways >= CHUNK,
+            // up to 64 ways: the ring's searches build one 64-bit lane mask
+            ring: sets == 1 && ways.is_power_of_two() && (CHUNK..=4 * CHUNK).contains(&ways),
             head: 0,
             ways,
             last_key: EMPTY,
@@ -372,20 +380,26 @@ impl WaySets {
         m
     }
 
+    /// The first way among the candidate lanes `m` (a fingerprint mask) whose tag holds
+    /// `key`.
+    #[inline(always)]
+    fn first_holding(mut m: u64, tags: &[u64], key: u64) -> Option<usize> {
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            if i < tags.len() && tags[i] & KEY_MASK == key {
+                return Some(i);
+            }
+            m &= m - 1;
+        }
+        None
+    }
+
     /// Way of `set` holding `key`, if any.
     #[inline(always)]
     fn find_way(fps: &[[u8; CHUNK]], tags: &[u64], key: u64) -> Option<usize> {
         let fp = fingerprint(key);
         if fps.len() <= 4 {
-            let mut m = Self::lane_mask(fps, fp);
-            while m != 0 {
-                let i = m.trailing_zeros() as usize;
-                if i < tags.len() && tags[i] & KEY_MASK == key {
-                    return Some(i);
-                }
-                m &= m - 1;
-            }
-            return None;
+            return Self::first_holding(Self::lane_mask(fps, fp), tags, key);
         }
         for (c, row) in fps.iter().enumerate() {
             let mut m = lanes::eq_mask(row, fp);
@@ -549,32 +563,67 @@ impl WaySets {
         let m = (self.ways - 1) as u8;
         let h = self.head;
         self.last_key = key;
+        let fp = fingerprint(key);
         let v = self.view(0, g);
-        if let Some(i) = Self::find_way(v.fps, v.tags, key) {
+        if let Some(i) = Self::first_holding(Self::ring_lane_mask(v.fps, fp), v.tags, key) {
             v.tags[i] |= bits;
-            let s = v.ranks[i / CHUNK][i % CHUNK];
-            let r = s.wrapping_sub(h) & m;
-            for row in v.ranks.iter_mut() {
-                lanes::ring_promote(row, h, r, s, m);
-            }
+            Self::ring_touch(v.ranks, i, h, m);
             self.last_word = tags_at + i;
             return WayAccess::HIT;
         }
         // the victim has rank ways - 1, slot head - 1; moving head there makes it rank 0
         // and ages every other way by one
         let nh = h.wrapping_sub(1) & m;
-        let i = Self::way_of_slot(v.ranks, nh);
+        let i = Self::ring_way_of_slot(v.ranks, nh);
         let old = std::mem::replace(&mut v.tags[i], key | bits | (meta as u64) << META_SHIFT);
-        v.fps[i / CHUNK][i % CHUNK] = fingerprint(key);
+        Self::ring_set_fp(v.fps, i, fp);
         self.head = nh;
         self.last_word = tags_at + i;
         WayAccess(old)
     }
 
-    /// The way whose rank-row lane holds `v`.
+    /// The ring form's [`Self::lane_mask`]: each row loaded on its own (see
+    /// `lanes::eq_mask_unmerged`). The ring's rows are stored whole, 16 bytes at a time (a
+    /// hit's promotion, [`Self::ring_set_fp`]), and the next lookup of the same single set
+    /// loads them: a store is forwarded only to a load it covers, so the AVX2 build's
+    /// merged 32-byte load (or a load after a one-byte store) waited for the stores to
+    /// leave the store buffer, which chained every L1 DTLB miss to the one before it (a
+    /// cyclic sweep over 147 pages: 10 -> 7.5 ns per lookup).
     #[inline(always)]
-    fn way_of_slot(ranks: &[[u8; CHUNK]], v: u8) -> usize {
-        Self::lane_of(ranks, v)
+    fn ring_lane_mask(rows: &[[u8; CHUNK]], v: u8) -> u64 {
+        let mut m = 0u64;
+        for (c, row) in rows.iter().enumerate() {
+            m |= (lanes::eq_mask_unmerged(row, v) as u64) << (CHUNK * c);
+        }
+        m
+    }
+
+    /// Ring form: makes way `i` the most recent (slot `h`, rank 0); `m` is `ways - 1`.
+    #[inline(always)]
+    fn ring_touch(ranks: &mut [[u8; CHUNK]], i: usize, h: u8, m: u8) {
+        let s = ranks[i / CHUNK][i % CHUNK];
+        let r = s.wrapping_sub(h) & m;
+        for row in ranks.iter_mut() {
+            lanes::ring_promote(row, h, r, s, m);
+        }
+    }
+
+    /// Ring form: the way in slot `s`.
+    #[inline(always)]
+    fn ring_way_of_slot(ranks: &[[u8; CHUNK]], s: u8) -> usize {
+        let m = Self::ring_lane_mask(ranks, s);
+        debug_assert!(m != 0, "slot rows are a permutation of 0..ways");
+        m.trailing_zeros() as usize
+    }
+
+    /// Ring form: way `i`'s fingerprint, its rows rewritten whole (see
+    /// [`Self::ring_lane_mask`]).
+    #[inline(always)]
+    fn ring_set_fp(fps: &mut [[u8; CHUNK]], i: usize, fp: u8) {
+        for (c, row) in fps.iter_mut().enumerate() {
+            // rows other than i's get a lane number of 16 or more: unchanged
+            lanes::set_lane(row, i.wrapping_sub(c * CHUNK) as u8, fp);
+        }
     }
 
     #[inline(never)]
@@ -614,7 +663,7 @@ impl WaySets {
     /// [`Self::access`] for a TLB pool whose shape the caller knows (`RING`, `G` groups: see
     /// [`Self::shape`]), with the key's [`fingerprint`] already worked out (a TLB miss
     /// searches two pools for one key) and no owner bit or metadata (TLB entries carry
-    /// none, so a stored tag is the key itself). Skips the repeat check: the caller has
+    /// none). Skips the repeat check: the caller has
     /// already answered a repeat of its last key, and where the key is the pool's last one
     /// anyway (an earlier lookup that went past this pool), searching finds it as the most
     /// recent way of its set and promoting it changes nothing. Returns whether it hit.
@@ -632,63 +681,33 @@ impl WaySets {
         let h = self.head;
         self.last_key = key;
         let v = self.view(set, G);
-        let mut m = if RING {
-            let mut m = 0u64;
-            for (c, row) in v.fps.iter().enumerate() {
-                m |= (lanes::eq_mask_unmerged(row, fp) as u64) << (CHUNK * c);
-            }
-            m
+        let m = if RING {
+            Self::ring_lane_mask(v.fps, fp)
         } else {
             Self::lane_mask(v.fps, fp)
         };
-        while m != 0 {
-            let i = m.trailing_zeros() as usize;
-            // SAFETY: `i < w` is checked first; `v.tags` has `w` entries.
-            if i < w && unsafe { *v.tags.get_unchecked(i) } == key {
-                if RING {
-                    let mk = (w - 1) as u8;
-                    let s = v.ranks[i / CHUNK][i % CHUNK];
-                    let r = s.wrapping_sub(h) & mk;
-                    for row in v.ranks.iter_mut() {
-                        lanes::ring_promote(row, h, r, s, mk);
-                    }
-                } else {
-                    Self::touch(v.ranks, i);
-                }
-                self.last_word = tags_at + i;
-                return true;
+        if let Some(i) = Self::first_holding(m, v.tags, key) {
+            if RING {
+                Self::ring_touch(v.ranks, i, h, (w - 1) as u8);
+            } else {
+                Self::touch(v.ranks, i);
             }
-            m &= m - 1;
+            self.last_word = tags_at + i;
+            return true;
         }
         // as in `ring_in`: the ring's victim is slot head - 1, which becomes the head
         let nh = h.wrapping_sub(1) & (w - 1) as u8;
         let i = if RING {
-            // unmerged loads, as above: a hit's promotion rewrote each slot row whole
-            let mut m = 0u64;
-            for (c, row) in v.ranks.iter().enumerate() {
-                m |= (lanes::eq_mask_unmerged(row, nh) as u64) << (CHUNK * c);
-            }
-            m.trailing_zeros() as usize
+            Self::ring_way_of_slot(v.ranks, nh)
         } else {
             Self::victim(v.ranks, w)
         };
-        // (indexed with bounds checks: a broken slot or rank row panics here instead of
-        // writing past the set)
         v.tags[i] = key;
         if RING {
-            // Rows rewritten whole: the next lookup loads them, and a store is forwarded
-            // only to a load it covers; after a one-byte store that load waited for the
-            // store to leave the store buffer, which chained every L1 DTLB miss to the one
-            // before it (a cyclic sweep over 147 pages: 10 -> 7.5 ns per lookup).
-            for (c, row) in v.fps.iter_mut().enumerate() {
-                lanes::set_lane(row, i.wrapping_sub(c * CHUNK) as u8, fp);
-            }
-        } else {
-            v.fps[i / CHUNK][i % CHUNK] = fp;
-        }
-        if RING {
+            Self::ring_set_fp(v.fps, i, fp);
             self.head = nh;
         } else {
+            v.fps[i / CHUNK][i % CHUNK] = fp;
             Self::touch(v.ranks, i);
         }
         self.last_word = tags_at + i;
