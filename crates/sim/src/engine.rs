@@ -565,7 +565,14 @@ impl Simulator {
             // are requested now, so that the misses of several references overlap instead of
             // each one waiting on host memory in turn.
             match th.ops.get(th.pos + PREFETCH_AHEAD_OPS) {
-                Some(Op::Access { addr, .. }) => th.l2.prefetch(addr >> 6),
+                Some(Op::Access { addr, .. }) => {
+                    th.l2.prefetch(addr >> 6);
+                    // and its LLC set: single Access ops are mostly scattered writes (CG's
+                    // matrix fill) that miss the private cache, and their LLC sets' host
+                    // lines were the largest stall left on that path (class B scale 0.3:
+                    // 5.81 -> 5.50 user s, paired runs, docs/PERFORMANCE.md)
+                    sh.llc[th.node].prefetch(addr >> 6);
+                }
                 Some(Op::Run { base, lines, .. }) if *lines <= SHORT_RUN_LINES => {
                     // a short run's first line (the later ones are prefetched inside the run)
                     th.l2.prefetch(base >> 6);
