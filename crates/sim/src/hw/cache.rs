@@ -714,6 +714,18 @@ impl WaySets {
         false
     }
 
+    /// Set `set` read-only: its fingerprint rows, rank rows and tags.
+    #[inline(always)]
+    fn view_ref(&self, set: usize) -> (&[[u8; CHUNK]], &[[u8; CHUNK]], &[u64]) {
+        let (sw, g, w) = (self.set_words, self.groups, self.ways);
+        let words = &self.words_ref()[set * sw..(set + 1) * sw];
+        let (hdr, rest) = words.split_at(4 * g);
+        // SAFETY: as in `view`: the header's 4·g words are 2·g rows of 16 bytes.
+        let rows = unsafe { std::slice::from_raw_parts(hdr.as_ptr().cast::<[u8; CHUNK]>(), 2 * g) };
+        let (fps, ranks) = rows.split_at(g);
+        (fps, ranks, &rest[..w])
+    }
+
     /// Index of the way holding `key`; changes nothing.
     #[inline]
     pub(crate) fn find(&self, key: u64) -> Option<usize> {
@@ -721,12 +733,23 @@ impl WaySets {
             return None;
         }
         let set = self.set_of(key);
-        let (sw, g, w) = (self.set_words, self.groups, self.ways);
-        let words = &self.words_ref()[set * sw..(set + 1) * sw];
-        let (hdr, rest) = words.split_at(4 * g);
-        // SAFETY: as in `view`, read-only.
-        let fps = unsafe { std::slice::from_raw_parts(hdr.as_ptr().cast::<[u8; CHUNK]>(), g) };
-        Self::find_way(fps, &rest[..w], key).map(|i| set * w + i)
+        let (fps, _, tags) = self.view_ref(set);
+        Self::find_way(fps, tags, key).map(|i| set * self.ways + i)
+    }
+
+    /// The stored tag (owner bit included) of the way that an access to `key` would replace
+    /// now; `EMPTY` where `key` is present, the victim is an empty way, or the set is in the
+    /// ring form. Changes nothing: a hint for prefetching, which later accesses may outdate.
+    #[inline(always)]
+    pub(crate) fn victim_of(&self, key: u64) -> u64 {
+        if self.ring || key >= KEY_MASK {
+            return EMPTY;
+        }
+        let (fps, ranks, tags) = self.view_ref(self.set_of(key));
+        if Self::find_way(fps, tags, key).is_some() {
+            return EMPTY;
+        }
+        tags[Self::victim(ranks, self.ways)]
     }
 
     /// Frees way `idx` (it becomes the set's next victim); returns its tag (without the
@@ -912,6 +935,14 @@ impl SetAssocCache {
     #[inline(always)]
     pub fn prefetch(&self, line: u64) {
         self.sets.prefetch(line)
+    }
+
+    /// The dirty line that an access to `line` would write back if it came now; changes
+    /// nothing (a prefetch hint: later accesses may change the set first).
+    #[inline(always)]
+    pub fn dirty_victim_of(&self, line: u64) -> Option<u64> {
+        let t = self.sets.victim_of(line);
+        (t & DIRTY != 0 && !WaySets::is_empty_tag(t)).then_some(t & KEY_MASK)
     }
 
     /// Whether `line` is cached; changes nothing (not even recency).
@@ -1240,6 +1271,41 @@ mod tests {
             r.sort_unstable();
             assert_eq!(r, (0..24).collect::<Vec<u8>>(), "step {step}");
         }
+    }
+
+    #[test]
+    fn dirty_victim_of_predicts_the_next_dirty_eviction() {
+        // Before every access, the prediction must name exactly the dirty line that the
+        // access then evicts (None for hits, empty ways and clean victims), in 1-, 2- and
+        // 3-group sets; the ring form (one fully associative set) never predicts.
+        for (lines, ways) in [(64u64, 4u32), (256, 16), (384, 24)] {
+            let mut c = SetAssocCache::new(lines * 64, ways);
+            let (mut x, mut predicted) = (7u64 + lines, 0);
+            for step in 0..20_000u64 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let line = x % (3 * lines);
+                let want = c.dirty_victim_of(line);
+                let got = match c.access(line, step % 3 != 0, 0) {
+                    CacheOutcome::Miss {
+                        evicted: Some(e), ..
+                    } if e.dirty => Some(e.line),
+                    _ => None,
+                };
+                assert_eq!(want, got, "{lines} lines {ways}-way, step {step}");
+                predicted += want.is_some() as u32;
+            }
+            assert!(
+                predicted > 1000,
+                "the walk evicted few dirty lines: {predicted}"
+            );
+        }
+        let mut ring = SetAssocCache::new(32 * 64, 32);
+        for line in 0..40 {
+            ring.access(line, true, 0);
+        }
+        assert_eq!(ring.dirty_victim_of(1000), None);
     }
 
     #[test]
