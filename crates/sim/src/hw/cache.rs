@@ -1278,7 +1278,7 @@ mod tests {
         // Before every access, the prediction must name exactly the dirty line that the
         // access then evicts (None for hits, empty ways and clean victims), in 1-, 2- and
         // 3-group sets; the ring form (one fully associative set) never predicts.
-        for (lines, ways) in [(64u64, 4u32), (256, 16), (384, 24)] {
+        for (lines, ways) in [(64u64, 4u32), (256, 16), (384, 24), (768, 48)] {
             let mut c = SetAssocCache::new(lines * 64, ways);
             let (mut x, mut predicted) = (7u64 + lines, 0);
             for step in 0..20_000u64 {
