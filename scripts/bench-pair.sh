@@ -23,6 +23,9 @@ if [ $# -gt 0 ] && [ "$1" != -- ]; then
     pairs=$1
     shift
 fi
+case $pairs in
+    '' | *[!0-9]* | 0) echo "$0: PAIRS must be a positive whole number, not '$pairs'" >&2; exit 2 ;;
+esac
 [ $# -gt 0 ] && [ "$1" = -- ] && shift
 args=("$@")
 [ ${#args[@]} -eq 0 ] && args=(bench sim --workload npb-cg:class=B,niter=1,scale=0.3)
