@@ -165,6 +165,10 @@ pub struct BenchSimArgs {
     /// or a policy of `numalab policy list`.
     #[arg(long)]
     policy: Option<String>,
+    /// The best engine build to use: `baseline`, `avx2` or `avx512` (default: the best this
+    /// host has). Results are the same in every build; only the speed differs.
+    #[arg(long)]
+    host_isa: Option<String>,
 }
 
 #[derive(Args, Clone)]
@@ -459,6 +463,12 @@ fn bench_sim(a: BenchSimArgs) -> Result<()> {
     if a.repeat == 0 {
         bail!("--repeat must be at least 1");
     }
+    let max_host_isa = match &a.host_isa {
+        Some(s) => s
+            .parse::<numalab_sim::HostIsa>()
+            .map_err(|e| anyhow::anyhow!("--host-isa: {e}"))?,
+        None => numalab_sim::HostIsa::Avx512,
+    };
     let numa_balancing = match &a.policy {
         Some(p) if compare::is_numa_balancing(p) => Some(
             numalab_sim::NumaBalancingParams::parse(p)
@@ -483,6 +493,7 @@ fn bench_sim(a: BenchSimArgs) -> Result<()> {
             pinning: numalab_sim::Pinning::Sockorder,
             numa_balancing: numa_balancing.clone(),
             policies,
+            max_host_isa,
             ..Default::default()
         };
         let r = numalab_sim::simulate(&machine, wl.as_ref(), cfg).context("simulation failed")?;
@@ -508,6 +519,11 @@ fn bench_sim(a: BenchSimArgs) -> Result<()> {
         r.vmstat.pgmigrate_success, r.vmstat.numa_hint_faults
     );
     println!("memory references  {}", r.memory_references);
+    println!(
+        "engine build       {} (host has {})",
+        max_host_isa.capped(),
+        numalab_sim::HostIsa::detect()
+    );
     println!(
         "host time          {:.3} s (simulation only, one host thread; workload setup excluded)",
         r.host_seconds

@@ -1,5 +1,6 @@
 //! Run configuration of the simulator.
 
+use crate::hw::host_isa::HostIsa;
 use crate::os::numa_balancing::NumaBalancingParams;
 use crate::os::ThpMode;
 use crate::pinning::Pinning;
@@ -45,9 +46,10 @@ pub struct SimConfig {
     pub policies: Vec<Box<dyn Policy>>,
     /// Called about every 64 epochs.
     pub progress: Option<Box<dyn FnMut(Progress) + Send>>,
-    /// Host side only: run the engine's baseline x86-64 build even where the host has AVX2
-    /// (results are identical either way; tests compare the two builds).
-    pub baseline_host_isa: bool,
+    /// Host side only: the best engine build the run may use (`HostIsa::Avx512`, the
+    /// default, lets it take the best the host has). Results are identical in every build;
+    /// tests and benchmarks compare them.
+    pub max_host_isa: HostIsa,
 }
 
 impl Default for SimConfig {
@@ -69,7 +71,7 @@ impl Default for SimConfig {
             lazy_max_block_bytes: u64::MAX,
             policies: Vec::new(),
             progress: None,
-            baseline_host_isa: false,
+            max_host_isa: HostIsa::Avx512,
         }
     }
 }

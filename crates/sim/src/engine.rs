@@ -6,6 +6,9 @@
 
 use crate::config::{Progress, SimConfig};
 use crate::hw::cache::{CacheOutcome, SetAssocCache};
+use crate::hw::compact_cache::CompactCache;
+use crate::hw::host_isa::{Avx2, Avx512, Baseline, HostIsa};
+use crate::hw::private_cache::{Build, On, PrivateCache, PrivateLayout};
 use crate::hw::tlb::{Tlb, TlbOutcome};
 use crate::memsys::MemSys;
 use crate::os::{MigrateReport, Os, OsError};
@@ -146,7 +149,7 @@ struct Thread {
     /// write Access ops ahead get their dirty victim's LLC set prefetched (host-side only).
     victim_hints: bool,
     tlb: Tlb,
-    l2: SetAssocCache,
+    l2: PrivateCache,
     s: ThreadStats,
     phase: Option<(u16, f64, u64)>,
     phase_names: &'static [&'static str],
@@ -195,8 +198,9 @@ pub struct Simulator {
     hooks: bool,
     /// Threads moved to another node since the last `on_thread_moved` dispatch.
     moved: Vec<(ThreadId, NodeId, NodeId)>,
-    /// The host runs `run_thread_avx2` (see there).
-    host_avx2: bool,
+    /// The engine build that runs (`run_thread`): the best the host has up to
+    /// `SimConfig::max_host_isa`.
+    host_isa: HostIsa,
 }
 
 struct BuildSpace<'a> {
@@ -232,6 +236,7 @@ impl Simulator {
             .map_err(|e| merr(e.to_string()))?;
         let routes = Routes::compute(machine.topology.num_nodes(), &machine.links)
             .map_err(|e| merr(e.to_string()))?;
+        let host_isa = cfg.max_host_isa.capped();
         cfg.task_policy
             .validate(&machine.topology.online())
             .map_err(|e| SimError::Policy(e.to_string()))?;
@@ -284,7 +289,7 @@ impl Simulator {
                     turn_start: (0, 0),
                     victim_hints: false,
                     tlb: Tlb::new(&c.tlb),
-                    l2: SetAssocCache::new(c.private_cache.bytes, c.private_cache.ways),
+                    l2: PrivateCache::new(c.private_cache.bytes, c.private_cache.ways, host_isa),
                     s: ThreadStats {
                         thread: i as u32,
                         task: spec.task.0,
@@ -337,14 +342,13 @@ impl Simulator {
             samples_taken: 0,
             deferred_shootdowns: Vec::new(),
         };
-        let host_avx2 = !cfg.baseline_host_isa && host_has_avx2();
         Ok(Simulator {
             machine: machine.clone(),
             threads,
             gather_tables,
             sh,
             workload_name: workload.name(),
-            host_avx2,
+            host_isa,
             cfg,
             phases: Vec::new(),
             now: 0.0,
@@ -510,29 +514,62 @@ impl Simulator {
         released
     }
 
-    /// Runs thread `t` up to `end`, in the engine's AVX2 build where the host has it.
+    /// Runs thread `t` up to `end`, in the best engine build the host has (`host_isa`) for
+    /// the layout of the thread's private cache.
     fn run_thread(&mut self, t: usize, end: f64) -> Result<(), SimError> {
+        let compact = self.threads[t].l2.is_compact();
         #[cfg(target_arch = "x86_64")]
-        if self.host_avx2 {
-            // SAFETY: `host_avx2` is only set where the CPU reports every feature that
-            // `run_thread_avx2` enables.
-            return unsafe { self.run_thread_avx2(t, end) };
+        // SAFETY: `host_isa` never names a build whose features the CPU lacks
+        // (`HostIsa::capped`), and the compact layout only exists where it is AVX2 or better.
+        unsafe {
+            match (self.host_isa, compact) {
+                (HostIsa::Avx512, true) => return self.run_thread_avx512(t, end),
+                (HostIsa::Avx2, true) => return self.run_thread_avx2(t, end),
+                (HostIsa::Avx512 | HostIsa::Avx2, false) => {
+                    return self.run_thread_avx2_wide(t, end)
+                }
+                (HostIsa::Baseline, _) => {}
+            }
         }
-        self.run_thread_body(t, end)
+        debug_assert!(!compact, "the baseline build has no compact layout");
+        self.run_thread_body(On::<Baseline, SetAssocCache>::new(Baseline), t, end)
     }
 
     /// The same code compiled for AVX2 + BMI: the set searches' byte broadcasts become one
     /// instruction and the SIMD code three-operand (about 5 % fewer host cycles). Only
-    /// integer SIMD and the same scalar f64 operations (FMA stays off), so results are
-    /// bit-identical to the baseline build.
+    /// integer SIMD and the same scalar f64 operations (Rust never contracts to FMA), so
+    /// results are bit-identical to the baseline build. For private caches wider than the
+    /// compact layout holds.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt")]
+    unsafe fn run_thread_avx2_wide(&mut self, t: usize, end: f64) -> Result<(), SimError> {
+        // SAFETY: the caller checked the features (see `run_thread`)
+        let isa = unsafe { Avx2::new_unchecked() };
+        self.run_thread_body(On::<Avx2, SetAssocCache>::new(isa), t, end)
+    }
+
+    /// The AVX2 build with compact private caches (hw/compact_cache.rs: a set in one host
+    /// line, compared in two 256-bit halves).
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt")]
     unsafe fn run_thread_avx2(&mut self, t: usize, end: f64) -> Result<(), SimError> {
-        self.run_thread_body(t, end)
+        // SAFETY: as above
+        let isa = unsafe { Avx2::new_unchecked() };
+        self.run_thread_body(On::<Avx2, CompactCache>::new(isa), t, end)
+    }
+
+    /// The AVX2 build plus AVX-512F, with compact private caches compared in one 512-bit
+    /// register.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx2,bmi1,bmi2,lzcnt,popcnt")]
+    unsafe fn run_thread_avx512(&mut self, t: usize, end: f64) -> Result<(), SimError> {
+        // SAFETY: as above
+        let isa = unsafe { Avx512::new_unchecked() };
+        self.run_thread_body(On::<Avx512, CompactCache>::new(isa), t, end)
     }
 
     #[inline(always)]
-    fn run_thread_body(&mut self, t: usize, end: f64) -> Result<(), SimError> {
+    fn run_thread_body<B: Build>(&mut self, b: B, t: usize, end: f64) -> Result<(), SimError> {
         let th = &mut self.threads[t];
         let table = self.gather_tables[t].as_ref();
         let sh = &mut self.sh;
@@ -551,13 +588,13 @@ impl Simulator {
                     left,
                     stride,
                     kind,
-                }) => run_lines(th, sh, addr, left, stride, kind, end)?,
+                }) => run_lines(b, th, sh, addr, left, stride, kind, end)?,
                 Some(Pending::Gather {
                     base,
                     next,
                     left,
                     kind,
-                }) => gather(th, sh, table, base, next, left, kind, end)?,
+                }) => gather(b, th, sh, table, base, next, left, kind, end)?,
             };
             if !done {
                 return Ok(());
@@ -582,7 +619,7 @@ impl Simulator {
             // each one waiting on host memory in turn.
             match th.ops.get(th.pos + PREFETCH_AHEAD_OPS) {
                 Some(Op::Access { addr, .. }) => {
-                    th.l2.prefetch(addr >> 6);
+                    B::Cache::of_ref(&th.l2).prefetch(addr >> 6);
                     // and its LLC set: single Access ops are mostly scattered writes (CG's
                     // matrix fill) that miss the private cache, and their LLC sets' host
                     // lines were the largest stall left on that path (class B scale 0.3:
@@ -591,7 +628,7 @@ impl Simulator {
                 }
                 Some(Op::Run { base, lines, .. }) if *lines <= SHORT_RUN_LINES => {
                     // a short run's first line (the later ones are prefetched inside the run)
-                    th.l2.prefetch(base >> 6);
+                    B::Cache::of_ref(&th.l2).prefetch(base >> 6);
                     sh.llc[th.node].prefetch(base >> 6);
                 }
                 _ => {}
@@ -604,7 +641,9 @@ impl Simulator {
             if th.victim_hints {
                 if let Some(Op::Access { addr, kind }) = th.ops.get(th.pos + VICTIM_AHEAD_OPS) {
                     if *kind == AccessKind::ReadModifyWrite {
-                        if let Some(v) = th.l2.dirty_victim_of(addr >> 6) {
+                        if let Some(v) =
+                            B::Cache::of_ref(&th.l2).dirty_victim_of(b.isa(), addr >> 6)
+                        {
                             sh.llc[th.node].prefetch(v);
                         }
                     }
@@ -612,14 +651,14 @@ impl Simulator {
             }
             th.pos += 1;
             match op {
-                Op::Access { addr, kind } => access(th, sh, addr, kind)?,
+                Op::Access { addr, kind } => access(b, th, sh, addr, kind)?,
                 Op::Run {
                     base,
                     lines,
                     stride_bytes,
                     kind,
                 } => {
-                    if !run_lines(th, sh, base, lines, stride_bytes as u64, kind, end)? {
+                    if !run_lines(b, th, sh, base, lines, stride_bytes as u64, kind, end)? {
                         return Ok(());
                     }
                 }
@@ -629,7 +668,7 @@ impl Simulator {
                     count,
                     kind,
                 } => {
-                    if !gather(th, sh, table, base, first, count as u32, kind, end)? {
+                    if !gather(b, th, sh, table, base, first, count as u32, kind, end)? {
                         return Ok(());
                     }
                 }
@@ -1131,24 +1170,12 @@ fn close_phase(th: &mut Thread, phases: &mut Vec<PhaseStats>) {
     }
 }
 
-/// Whether the host CPU has every feature `Simulator::run_thread_avx2` is built for.
-fn host_has_avx2() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::is_x86_feature_detected!("avx2")
-            && std::is_x86_feature_detected!("bmi1")
-            && std::is_x86_feature_detected!("bmi2")
-            && std::is_x86_feature_detected!("lzcnt")
-            && std::is_x86_feature_detected!("popcnt")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
-}
-
 /// `lines` references `stride` bytes apart from `addr` (a Run op), stopping at the epoch's
 /// end: then the rest is kept in `th.pending` and false returned.
 #[inline(always)]
-fn run_lines(
+#[allow(clippy::too_many_arguments)]
+fn run_lines<B: Build>(
+    b: B,
     th: &mut Thread,
     sh: &mut Shared,
     addr: u64,
@@ -1170,19 +1197,19 @@ fn run_lines(
         if short && n > RUN_PREFETCH_LINES {
             // host-side only, as the op-ahead prefetch
             let ahead = (a + RUN_PREFETCH_LINES as u64 * stride) >> 6;
-            th.l2.prefetch(ahead);
+            B::Cache::of_ref(&th.l2).prefetch(ahead);
             sh.llc[th.node].prefetch(ahead);
         }
         if a >= page_lo && a < page_hi {
-            reference::<false>(th, sh, a, &rk, home, size, 0.0);
+            reference::<B, false>(b, th, sh, a, &rk, home, size, 0.0);
         } else {
-            let (cost, h, s) = translate(th, sh, a)?;
+            let (cost, h, s) = translate(b, th, sh, a)?;
             (home, size) = (h, s);
             if th.tlb.l1_covers(s) {
                 page_lo = a & !(s.bytes() - 1);
                 page_hi = page_lo + s.bytes();
             }
-            reference::<true>(th, sh, a, &rk, home, size, cost);
+            reference::<B, true>(b, th, sh, a, &rk, home, size, cost);
         }
         a += stride;
         n -= 1;
@@ -1203,7 +1230,8 @@ fn run_lines(
 /// at the epoch's end: then the rest is kept in `th.pending` and false returned.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn gather(
+fn gather<B: Build>(
+    b: B,
     th: &mut Thread,
     sh: &mut Shared,
     table: Option<&GatherTable>,
@@ -1230,19 +1258,19 @@ fn gather(
         // as for Access ops: the private cache set of the element PREFETCH_AHEAD_OPS later
         // (often the next row's) is requested now so that host misses overlap
         if let Some(&ahead) = index.get(lo + j + PREFETCH_AHEAD_OPS) {
-            th.l2.prefetch((base + ((ahead as u64) << shift)) >> 6);
+            B::Cache::of_ref(&th.l2).prefetch((base + ((ahead as u64) << shift)) >> 6);
         }
         let a = base + ((i as u64) << shift);
         if a >= page_lo && a < page_hi {
-            reference::<false>(th, sh, a, &rk, home, size, 0.0);
+            reference::<B, false>(b, th, sh, a, &rk, home, size, 0.0);
         } else {
-            let (cost, h, s) = translate(th, sh, a)?;
+            let (cost, h, s) = translate(b, th, sh, a)?;
             (home, size) = (h, s);
             if th.tlb.l1_covers(s) {
                 page_lo = a & !(s.bytes() - 1);
                 page_hi = page_lo + s.bytes();
             }
-            reference::<true>(th, sh, a, &rk, home, size, cost);
+            reference::<B, true>(b, th, sh, a, &rk, home, size, cost);
         }
         if th.clock >= end && j + 1 < elems.len() {
             th.pending = Some(Pending::Gather {
@@ -1259,7 +1287,8 @@ fn gather(
 
 /// Through the private cache, the node's LLC and DRAM. Returns (ns, source, private miss).
 #[inline(always)]
-fn hierarchy(
+fn hierarchy<B: Build>(
+    b: B,
     th: &mut Thread,
     sh: &mut Shared,
     line: u64,
@@ -1267,7 +1296,7 @@ fn hierarchy(
     rk: &RefKind,
 ) -> (f64, DataSource, bool) {
     let node = th.node;
-    match th.l2.access(line, rk.write, home as u8) {
+    match B::Cache::of(&mut th.l2).access(b.isa(), line, rk.write, home as u8) {
         CacheOutcome::Hit => (rk.private_hit_ns, DataSource::PrivateCache, false),
         CacheOutcome::Miss { evicted } => {
             th.s.private_misses += 1;
@@ -1309,17 +1338,24 @@ fn hierarchy(
 
 /// One memory reference of thread `th` to the line holding `addr`.
 #[inline(always)]
-fn access(th: &mut Thread, sh: &mut Shared, addr: u64, kind: AccessKind) -> Result<(), SimError> {
-    let (cost, home, size) = translate(th, sh, addr)?;
+fn access<B: Build>(
+    b: B,
+    th: &mut Thread,
+    sh: &mut Shared,
+    addr: u64,
+    kind: AccessKind,
+) -> Result<(), SimError> {
+    let (cost, home, size) = translate(b, th, sh, addr)?;
     let rk = RefKind::new(&sh.p, kind);
-    reference::<true>(th, sh, addr, &rk, home, size, cost);
+    reference::<B, true>(b, th, sh, addr, &rk, home, size, cost);
     Ok(())
 }
 
 /// The translation part of a reference: faults, then the TLB and, on a miss, the walk.
 /// Returns its cost, the page's home node and size.
 #[inline(always)]
-fn translate(
+fn translate<B: Build>(
+    b: B,
     th: &mut Thread,
     sh: &mut Shared,
     addr: u64,
@@ -1347,7 +1383,7 @@ fn translate(
             let pt_line =
                 PT_LINE_BASE + ((size.index() as u64) << 50) + (addr >> (size.shift() + 3));
             let walk = RefKind::with(&sh.p, false, true);
-            let (ns, _, missed) = hierarchy(th, sh, pt_line, home, &walk);
+            let (ns, _, missed) = hierarchy(b, th, sh, pt_line, home, &walk);
             if missed {
                 th.s.walk_private_misses += 1;
             }
@@ -1362,7 +1398,9 @@ fn translate(
 /// previous one (`cost` is then 0 and is not added: `0.0 + ns` is `ns` for the non-negative
 /// latencies here, one add less on the commonest path).
 #[inline(always)]
-fn reference<const TRANSLATED: bool>(
+#[allow(clippy::too_many_arguments)]
+fn reference<B: Build, const TRANSLATED: bool>(
+    b: B,
     th: &mut Thread,
     sh: &mut Shared,
     addr: u64,
@@ -1371,7 +1409,7 @@ fn reference<const TRANSLATED: bool>(
     size: PageSize,
     cost: f64,
 ) {
-    let (ns, source, _) = hierarchy(th, sh, addr >> 6, home, rk);
+    let (ns, source, _) = hierarchy(b, th, sh, addr >> 6, home, rk);
     let cost = if TRANSLATED { cost + ns } else { ns };
     if rk.write {
         th.s.stores += 1;

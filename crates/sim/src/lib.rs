@@ -16,6 +16,7 @@ pub mod results;
 
 pub use config::{Progress, SimConfig};
 pub use engine::{simulate, SimError, Simulator};
+pub use hw::host_isa::HostIsa;
 pub use os::numa_balancing::{NumaBalancingParams, NumaBalancingReport};
 pub use os::thp_split_ext::{SplitTrigger, ThpSplitParams};
 pub use os::ThpMode;

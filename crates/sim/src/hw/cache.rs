@@ -305,13 +305,8 @@ impl WaySets {
     /// sets does not lose capacity. Power-of-two geometries are kept exactly. A set holds at
     /// most [`MAX_WAYS`] ways: wider requests get more sets (no preset comes close).
     pub(crate) fn new(entries: u64, ways: u64) -> Self {
-        let entries = entries.max(1);
-        let ways = ways.clamp(1, entries);
-        let mut sets = prev_power_of_two(entries / ways);
-        while entries / sets > MAX_WAYS as u64 {
-            sets *= 2;
-        }
-        let ways = (entries / sets) as usize;
+        let (sets, ways) = Self::geometry(entries, ways);
+        let ways = ways as usize;
         let groups = ways.div_ceil(CHUNK);
         // header: fingerprints and ranks, 2 × 16 bytes per group = 4 words per group
         let set_words = (4 * groups + ways).div_ceil(8) * 8;
@@ -331,6 +326,17 @@ impl WaySets {
         };
         a.clear();
         a
+    }
+
+    /// (sets, ways) of [`Self::new`]'s geometry.
+    pub(crate) fn geometry(entries: u64, ways: u64) -> (u64, u64) {
+        let entries = entries.max(1);
+        let ways = ways.clamp(1, entries);
+        let mut sets = prev_power_of_two(entries / ways);
+        while entries / sets > MAX_WAYS as u64 {
+            sets *= 2;
+        }
+        (sets, entries / sets)
     }
 
     #[inline(always)]
@@ -883,6 +889,11 @@ impl SetAssocCache {
         SetAssocCache {
             sets: WaySets::new(bytes / LINE_BYTES, ways as u64),
         }
+    }
+
+    /// (sets, ways) of a cache of `bytes`, `ways`-associative (see [`Self::new`]).
+    pub fn geometry(bytes: u64, ways: u32) -> (u64, u64) {
+        WaySets::geometry(bytes / LINE_BYTES, ways as u64)
     }
 
     /// Capacity in lines (`sets * ways`).
