@@ -923,7 +923,7 @@ impl SetAssocCache {
     /// dirty; the stored metadata is kept. A miss fills it (dirty if `write`) with `meta`,
     /// replacing the least recently used way of its set, and reports the replaced line.
     /// `line` must be below 2^55 - 1 (addresses below 2^61).
-    #[inline]
+    #[inline(always)]
     pub fn access(&mut self, line: u64, write: bool, meta: u8) -> CacheOutcome {
         let a = self.sets.access(line, (write as u64) << 63, meta);
         if a.hit() {

@@ -8,7 +8,7 @@
 //! registers. A zero-sized token type ([`Baseline`], [`Avx2`], [`Avx512`]) is the body's
 //! type parameter, so each build inlines its own lane code, and a token can only be made
 //! where the host has its features (the `unsafe` constructors), which is what makes calling
-//! the `#[target_feature]` lane functions sound. (Crates that clone a function per target,
+//! the lane functions, which use the build's intrinsics, sound. (Crates that clone a function per target,
 //! such as `multiversion`, clone the function they annotate, not a caller-chosen variant of
 //! code inlined several calls below it; the tokens do that with no dependency.)
 
@@ -168,11 +168,13 @@ mod x86 {
     use super::{RANK_MASK, TAG_SHIFT};
     use std::arch::x86_64::*;
 
-    // The lane functions enable only what they use; inlined into the engine build of the
-    // same features (a superset), they become part of its loop.
+    // No `#[target_feature]` on these: such a function may not be `#[inline(always)]`, and
+    // LLVM's heuristics then decide whether the lane code joins the loop (a 32-lane variant
+    // was left out of line). Inlined into the engine build of the right features
+    // (`run_thread_avx2`, `run_thread_avx512`), their intrinsics inline there too; callers
+    // must hold the token.
 
-    #[target_feature(enable = "avx2")]
-    #[inline]
+    #[inline(always)]
     pub unsafe fn eq_tag_avx2(set: &[u32; 16], tag: u32) -> u32 {
         let p = set.as_ptr().cast::<__m256i>();
         let t = _mm256_set1_epi32(tag as i32);
@@ -186,8 +188,7 @@ mod x86 {
         ma | mb << 8
     }
 
-    #[target_feature(enable = "avx2")]
-    #[inline]
+    #[inline(always)]
     pub unsafe fn lane_of_rank_avx2(set: &[u32; 16], rank: u32) -> usize {
         let p = set.as_ptr().cast::<__m256i>();
         let (r, k) = (
@@ -202,8 +203,7 @@ mod x86 {
         (ma | mb << 8).trailing_zeros() as usize
     }
 
-    #[target_feature(enable = "avx2")]
-    #[inline]
+    #[inline(always)]
     pub unsafe fn touch_avx2(set: &mut [u32; 16], lane: usize, rank: u32, new: u32) {
         let p = set.as_mut_ptr().cast::<__m256i>();
         let (r, k) = (
@@ -229,8 +229,7 @@ mod x86 {
         }
     }
 
-    #[target_feature(enable = "avx512f")]
-    #[inline]
+    #[inline(always)]
     pub unsafe fn eq_tag_avx512(set: &[u32; 16], tag: u32) -> u32 {
         let v = unsafe { _mm512_loadu_si512(set.as_ptr().cast()) };
         _mm512_cmpeq_epi32_mask(
@@ -239,8 +238,7 @@ mod x86 {
         ) as u32
     }
 
-    #[target_feature(enable = "avx512f")]
-    #[inline]
+    #[inline(always)]
     pub unsafe fn lane_of_rank_avx512(set: &[u32; 16], rank: u32) -> usize {
         let v = unsafe { _mm512_loadu_si512(set.as_ptr().cast()) };
         let ranks = _mm512_and_si512(v, _mm512_set1_epi32(RANK_MASK as i32));
@@ -248,8 +246,7 @@ mod x86 {
             as usize
     }
 
-    #[target_feature(enable = "avx512f")]
-    #[inline]
+    #[inline(always)]
     pub unsafe fn touch_avx512(set: &mut [u32; 16], lane: usize, rank: u32, new: u32) {
         let v = unsafe { _mm512_loadu_si512(set.as_ptr().cast()) };
         let ranks = _mm512_and_si512(v, _mm512_set1_epi32(RANK_MASK as i32));
