@@ -38,11 +38,37 @@ pub enum SimError {
     NoThreads(String),
 }
 
-/// Page-table entries live in a separate part of the (line) address space so that walk
-/// references compete for the caches like data does. Below the caches' key limit of 2^55 - 1
-/// with the size index at bit 50 and a leaf index below 2^49; data lines (addresses below
-/// 2^59) stay under it.
-const PT_LINE_BASE: u64 = 1 << 53;
+/// Where page-table entries live in the caches' line-number space: walk references compete
+/// for the caches like data does, so each line of 8 leaf entries gets a line number of its
+/// own, `base + (size index << size_shift) + (addr >> (page shift + 3))`, above every data
+/// line. Chosen once the workload has mapped its memory (all mappings are made while it is
+/// built), as low as it can be, so that the compact caches' 27-bit tags hold page-walk lines
+/// too (hw/compact_cache.rs; a tag that does not fit takes a slow escape path). The line's
+/// low `size_shift` bits are the leaf index's, and no cache has more set bits than that, so
+/// every walk line falls in the same cache set, and is told apart from the same lines, as
+/// with any other base: results do not depend on it.
+#[derive(Copy, Clone, Debug)]
+struct PtLines {
+    base: u64,
+    size_shift: u32,
+}
+
+impl PtLines {
+    /// For data addresses below `va_end`, and caches of at most `2^max_set_bits` sets.
+    fn new(va_end: u64, max_set_bits: u32) -> PtLines {
+        let bits = |x: u64| u64::BITS - x.leading_zeros();
+        // leaf indices are below 2^size_shift, so the three sizes take [base, base + 3 ·
+        // 2^size_shift) and base (a power of two) is above every data line
+        let size_shift = bits(va_end >> 15).max(max_set_bits);
+        let base = 1u64 << bits(va_end >> 6).max(size_shift + 2);
+        PtLines { base, size_shift }
+    }
+
+    #[inline(always)]
+    fn line(self, addr: u64, size: PageSize) -> u64 {
+        self.base + ((size.index() as u64) << self.size_shift) + (addr >> (size.shift() + 3))
+    }
+}
 
 /// How many ops ahead of the one executing the engine prefetches a reference's private cache
 /// set (host-side only: no effect on results).
@@ -75,6 +101,7 @@ struct Params {
     shootdown_ns: f64,
     signal_ns: f64,
     mprotect_ns: f64,
+    pt_lines: PtLines,
 }
 
 /// The per-op constants of a data reference, worked out once per op rather than per
@@ -303,15 +330,26 @@ impl Simulator {
                 }
             })
             .collect();
+        // a node without an LLC gets a one-line cache
+        let llc_shape =
+            |h: &numalab_machine::NodeHw| h.llc.as_ref().map_or((64, 1), |g| (g.bytes, g.ways));
         let llc = machine
             .nodes
             .iter()
-            .map(|h| match &h.llc {
-                Some(g) => SetAssocCache::new(g.bytes, g.ways),
-                None => SetAssocCache::new(64, 1),
+            .map(|h| {
+                let (bytes, ways) = llc_shape(h);
+                SetAssocCache::new(bytes, ways)
             })
             .collect();
         let os_c = &machine.os;
+        let set_bits = |(bytes, ways)| SetAssocCache::geometry(bytes, ways).0.trailing_zeros();
+        let max_set_bits = machine
+            .nodes
+            .iter()
+            .map(|h| set_bits(llc_shape(h)))
+            .chain([set_bits((c.private_cache.bytes, c.private_cache.ways))])
+            .max()
+            .unwrap_or(0);
         let p = Params {
             inv_conc: 1.0 / c.concurrency_lines.max(1.0),
             private_hit_ns: c.private_hit_ns,
@@ -328,6 +366,7 @@ impl Simulator {
             shootdown_ns: os_c.tlb_shootdown_ns,
             signal_ns: os_c.signal_ns,
             mprotect_ns: os_c.mprotect_ns,
+            pt_lines: PtLines::new(os.va_end(), max_set_bits),
         };
         let sh = Shared {
             mem: MemSys::new(machine, &routes),
@@ -1380,8 +1419,7 @@ fn translate<B: Build>(
             th.s.walk_refs += 1;
             // the leaf entry (8 per line) goes through the caches; upper levels hit the
             // paging-structure caches (walk_base_ns)
-            let pt_line =
-                PT_LINE_BASE + ((size.index() as u64) << 50) + (addr >> (size.shift() + 3));
+            let pt_line = sh.p.pt_lines.line(addr, size);
             let walk = RefKind::with(&sh.p, false, true);
             let (ns, _, missed) = hierarchy(b, th, sh, pt_line, home, &walk);
             if missed {
@@ -1684,4 +1722,47 @@ pub fn simulate(
     cfg: SimConfig,
 ) -> Result<SimResult, SimError> {
     Simulator::new(machine, workload, cfg)?.run()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_walk_lines_sit_above_data_keep_their_set_and_never_collide() {
+        const VA_BASE: u64 = 1 << 32; // os::pagetable's
+        for (va_end, max_set_bits) in [
+            (VA_BASE + (64 << 20), 11),
+            (VA_BASE + (3 << 30), 15),
+            (1 << 40, 12),
+        ] {
+            let pt = PtLines::new(va_end, max_set_bits);
+            // every cache's set index of a walk line is its leaf index's, as with any base
+            assert!(pt.size_shift >= max_set_bits);
+            // low enough for the compact private caches' tags (27 bits above 9 to 11 set bits)
+            assert!(pt.base < 1 << 36, "{va_end:#x}: base {:#x}", pt.base);
+            let last_data_line = (va_end - 1) >> 6;
+            let mut seen = std::collections::HashSet::new();
+            for size in PageSize::ALL {
+                for addr in [
+                    VA_BASE,
+                    VA_BASE + 12345 * 4096,
+                    va_end - 1,
+                    (va_end - 1) & !0x7fff,
+                ] {
+                    let line = pt.line(addr, size);
+                    assert!(line > last_data_line, "{line:#x} among the data lines");
+                    let idx = addr >> (size.shift() + 3);
+                    let low = (1u64 << pt.size_shift) - 1;
+                    assert_eq!(line & low, idx & low, "the set bits are the leaf index's");
+                    assert!(line < 2 * pt.base);
+                    seen.insert((line, (size.index(), idx)));
+                }
+            }
+            // one line per (size, leaf index), one (size, leaf index) per line
+            let lines: std::collections::HashSet<_> = seen.iter().map(|x| x.0).collect();
+            let keys: std::collections::HashSet<_> = seen.iter().map(|x| x.1).collect();
+            assert_eq!(lines.len(), keys.len());
+        }
+    }
 }

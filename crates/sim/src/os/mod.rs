@@ -223,6 +223,11 @@ impl Os {
         t.pstate = PolicyState::default();
     }
 
+    /// The end of the address space mapped so far: every mapping lies below it.
+    pub fn va_end(&self) -> u64 {
+        self.next_va
+    }
+
     /// mmap: reserve a range, 2 MiB aligned (1 GiB for 1G hugetlb), populated at first touch.
     pub fn mmap(
         &mut self,
