@@ -8,8 +8,9 @@
 //! between turns). CG class B on the 6272: 9 % less host time (docs/PERFORMANCE.md, ninth round).
 //!
 //! * **tag**: the line number without its set-index bits, 27 bits. Keys whose tag does not fit
-//!   (the page-walk lines, at 2^53) store the escape tag and their whole key in `big`, read
-//!   only when such a key is searched or evicted. Data lines fit up to 2^(33 + set bits)
+//!   store the escape tag and their whole key in `big`, read only when such a key is searched
+//!   or evicted (a slow path: the engine numbers page-walk lines just above the data so that
+//!   they fit, `PtLines` in engine.rs). Data lines fit up to 2^(33 + set bits)
 //!   bytes of address space.
 //! * **rank**: true LRU exactly as in [`SetAssocCache`] (0 most recent, a permutation of
 //!   `0..ways`, empty ways ranked last); lanes past `ways` are padding, rank 15, never
