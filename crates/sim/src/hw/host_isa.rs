@@ -1,14 +1,16 @@
 //! The host instruction sets the engine has builds of its hot loop for, and the tokens that
 //! carry the choice down to the code that differs per build.
 //!
-//! The engine's loop (`engine.rs`, `run_thread_body`) is one generic body compiled three times:
-//! for the x86-64 baseline, with AVX2 + BMI, and with AVX-512F on top. Most of it is the same
-//! source in every build; the one part written per instruction set is the compact private
-//! cache's lane code ([`super::compact_cache`]), which only pays with 256- or 512-bit
-//! registers. A zero-sized token type ([`Baseline`], [`Avx2`], [`Avx512`]) is the body's
-//! type parameter, so each build inlines its own lane code, and a token can only be made
-//! where the host has its features (the `unsafe` constructors), which is what makes calling
-//! the lane functions, which use the build's intrinsics, sound. (Crates that clone a function per target,
+//! The engine's loop (`engine.rs`, `run_thread_body`) is one generic body compiled once per
+//! pair of instruction set and private-cache layout (`hw/private_cache.rs`, `Build`): the
+//! x86-64 baseline with the wide layout, AVX2 + BMI with the wide or the compact layout, and
+//! AVX-512F on top with the compact one. Most of it is the same source in every build; the
+//! one part written per instruction set is the compact private cache's lane code
+//! ([`super::compact_cache`]), which only pays with 256- or 512-bit registers. A zero-sized
+//! token type ([`Baseline`], [`Avx2`], [`Avx512`]) is passed down the body, so each build
+//! inlines its own lane code, and a token can only be made where the host has its features
+//! (the `unsafe` constructors), which is what makes calling the lane functions, which use the
+//! build's intrinsics, sound. (Crates that clone a function per target,
 //! such as `multiversion`, clone the function they annotate, not a caller-chosen variant of
 //! code inlined several calls below it; the tokens do that with no dependency.)
 
@@ -141,8 +143,8 @@ impl Avx2 {
     pub(crate) unsafe fn new_unchecked() -> Avx2 {
         Avx2(())
     }
-    /// The token where the host has the features.
-    #[allow(dead_code)] // tests
+    /// The token where the host has the features (tests; the engine checks once per run).
+    #[cfg(test)]
     pub(crate) fn new() -> Option<Avx2> {
         // SAFETY: checked just now
         (HostIsa::detect() >= HostIsa::Avx2).then(|| unsafe { Avx2::new_unchecked() })
@@ -155,8 +157,8 @@ impl Avx512 {
     pub(crate) unsafe fn new_unchecked() -> Avx512 {
         Avx512(())
     }
-    /// The token where the host has the features.
-    #[allow(dead_code)] // tests
+    /// The token where the host has the features (tests; the engine checks once per run).
+    #[cfg(test)]
     pub(crate) fn new() -> Option<Avx512> {
         // SAFETY: checked just now
         (HostIsa::detect() >= HostIsa::Avx512).then(|| unsafe { Avx512::new_unchecked() })
