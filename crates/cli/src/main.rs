@@ -10,6 +10,7 @@ mod output;
 mod record;
 mod run;
 mod topo;
+mod validate;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -60,6 +61,9 @@ enum Cmd {
     /// Allocate and touch memory, report where its pages are, optionally keep rewriting it
     /// (for a migration to run under) and verify every word at the end.
     Memhog(MemhogArgs),
+    /// Run the validation suite: published NUMA measurements simulated and scored (direction,
+    /// within ±30 %), one row per case, totals per source (docs/VALIDATION.md).
+    Validate(validate::ValidateArgs),
 }
 
 #[derive(Args, Clone)]
@@ -341,6 +345,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Convert(a) => convert::run(a),
         Cmd::Balance(a) => balance::run(a),
+        Cmd::Validate(a) => validate::run(a),
     }
 }
 

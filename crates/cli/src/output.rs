@@ -311,3 +311,22 @@ pub fn write_csv(p: &Path, rs: &[SimResult]) -> Result<()> {
     w.flush()?;
     Ok(())
 }
+
+/// Write a whole file under a temporary name beside it and rename it into place, so that a
+/// failure never leaves a partial file where the user expects a complete one.
+pub fn write_atomic(p: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = p
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = p
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let written = std::fs::write(&tmp, bytes).and_then(|_| std::fs::rename(&tmp, p));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.with_context(|| format!("writing {}", p.display()))
+}

@@ -418,8 +418,11 @@ impl Simulator {
         let mut tl_next = self.cfg.timeline_interval_ns;
         let mut util_sum = vec![0.0; tl_acc.len()];
         let mut epochs = 0u64;
+        let mut clocks_at_start: Vec<f64> = Vec::with_capacity(self.threads.len());
         loop {
             let end = self.now + epoch;
+            clocks_at_start.clear();
+            clocks_at_start.extend(self.threads.iter().map(|t| t.clock));
             // Run every runnable thread to the epoch end; barriers released mid-epoch let
             // their threads continue within the same epoch.
             loop {
@@ -453,7 +456,9 @@ impl Simulator {
                     break;
                 }
             }
-            let bytes = self.sh.mem.end_epoch(epoch);
+            let served = self.sh.mem.end_epoch(epoch);
+            self.wait_for_backlogs(end, &served.stall_until_ns, &clocks_at_start);
+            let bytes = served.ctrl_bytes;
             for (n, b) in bytes.iter().enumerate() {
                 tl_acc[n] += b;
                 util_sum[n] += self.sh.mem.ctrl_utilisation()[n];
@@ -514,6 +519,21 @@ impl Simulator {
         }
         let avg_util: Vec<f64> = util_sum.iter().map(|u| u / epochs.max(1) as f64).collect();
         Ok(self.finish(started, timeline, avg_util))
+    }
+
+    /// Threads that ran in the epoch ending at `end` cannot have the data they asked for
+    /// before the backlogs their node's traffic joined are served (docs/model.md, "Memory
+    /// system"): their clocks move to `end + stall_until_ns[node]`, the wait counted as
+    /// memory time. Threads that did not run (held back already, or waiting all along) keep
+    /// theirs.
+    fn wait_for_backlogs(&mut self, end: f64, stall_until_ns: &[f64], clocks_at_start: &[f64]) {
+        for (th, &before) in self.threads.iter_mut().zip(clocks_at_start) {
+            let until = end + stall_until_ns[th.node];
+            if stall_until_ns[th.node] > 0.0 && th.clock != before && th.clock < until {
+                th.s.memory_ns += until - th.clock;
+                th.clock = until;
+            }
+        }
     }
 
     /// Release every task whose live threads all wait at a barrier.

@@ -1,17 +1,35 @@
 //! Memory controllers and links: the contention model (docs/model.md, "Memory system").
 //!
 //! Traffic of one epoch sets the latencies of the next (DESIGN.md). A controller's latency
-//! follows its bandwidth-latency curve at the smoothed utilisation; a link adds `hop_ns` plus
-//! `hop_ns × (shape(u) − 1)` (reference/machines.md §5.3). Offered load above a resource's
-//! capacity cannot be served, so it turns into an overload penalty that grows until the
-//! concurrency-limited threads slow down to the capacity: a thread's throughput is inversely
-//! proportional to its latency, so scaling the latency by the utilisation brings it to 1.
+//! follows its bandwidth-latency curve at the smoothed served utilisation; a link adds
+//! `hop_ns × shape(u)` (reference/machines.md §5.3). The curves end at the resource's
+//! capacity: load offered above it is not served faster, it waits. Every resource keeps a
+//! **backlog** of bytes offered beyond what it could serve (a fluid queue): it serves at most
+//! its capacity in an epoch, and exactly its capacity while a backlog is left. The requesters
+//! whose traffic went into a backlog cannot have their data before it is served, so
+//! [`MemSys::end_epoch`] returns, per requesting node, how long after the epoch's end its
+//! threads must wait ([`EpochEnd::stall_until_ns`]); the engine holds those threads back.
+//! Nothing feeds on its own output: the backlog grows by at most one epoch's excess and its
+//! requesters stop issuing until it is served, so the wait cannot grow geometrically, and an
+//! epoch of any length delivers the same bytes per unit of time.
 
 use numalab_core::NodeId;
 use numalab_machine::{Curve, Machine, Routes};
 
-/// Weight of the newest epoch in the smoothed utilisation (damps the feedback loop).
-const SMOOTHING: f64 = 0.5;
+/// Time constant of the smoothed demand that the utilisations settle from, ns. An epoch
+/// weighs `1 − exp(−epoch / τ)`, the same smoothing in simulated time whatever the epoch
+/// length: a few microseconds of traffic (a few hundred lines per controller) are too few to
+/// set a latency from, and a fraction of the 20 µs default epoch follows phase changes (E).
+const DEMAND_TAU_NS: f64 = 10_000.0;
+
+/// What closing an epoch gives the engine.
+pub struct EpochEnd {
+    /// Controller bytes offered in the epoch, per node (for timelines).
+    pub ctrl_bytes: Vec<f64>,
+    /// Per requesting CPU node: how long after the epoch's end the threads that issued
+    /// traffic from it wait for the backlogs their traffic joined (0: none).
+    pub stall_until_ns: Vec<f64>,
+}
 
 pub struct MemSys {
     n: usize,
@@ -33,13 +51,21 @@ pub struct MemSys {
     read_hop_ns: Vec<Vec<f64>>,
 
     // state carried across epochs
+    /// Smoothed served utilisation (0..1) per controller and per link slot.
     ctrl_util: Vec<f64>,
-    ctrl_penalty_ns: Vec<f64>,
     link_util: Vec<f64>,
-    link_penalty_ns: Vec<f64>,
+    /// Bytes offered beyond capacity and not yet served, per controller and link slot.
+    ctrl_backlog_bytes: Vec<f64>,
+    link_backlog_bytes: Vec<f64>,
+    /// Bytes offered but not yet arrived at the queue (`spread`), per controller and link slot.
+    ctrl_arriving_bytes: Vec<f64>,
+    link_arriving_bytes: Vec<f64>,
+    /// Smoothed demand (utilisation × latency, ns) per controller and link slot.
+    ctrl_demand: Vec<f64>,
+    link_demand: Vec<f64>,
     /// Latency of a DRAM access from CPU node s to memory on node d this epoch: `lat[s*n+d]`.
     lat_ns: Vec<f64>,
-    /// Same, without the controller overload penalty (what a posted write waits for).
+    /// Same, without queueing (idle controller and links).
     idle_lat_ns: Vec<f64>,
 
     // counters of the current epoch
@@ -52,6 +78,9 @@ pub struct MemSys {
     /// Integers: every amount is whole bytes, so the total is exact in any order.
     epoch_ctrl_bytes: Vec<u64>,
     epoch_link_bytes: Vec<f64>,
+    /// Write-backs from CPU node s to memory node d this epoch: `epoch_writes[s * n + d]`
+    /// (which requesters a backlog holds back).
+    epoch_writes: Vec<u64>,
 
     // cumulative counters (reads of the current epoch are added by `end_epoch`; the
     // accessors below include them)
@@ -115,14 +144,19 @@ impl MemSys {
             write_slots,
             read_hop_ns,
             ctrl_util: vec![0.0; n],
-            ctrl_penalty_ns: vec![0.0; n],
             link_util: vec![0.0; slots],
-            link_penalty_ns: vec![0.0; slots],
+            ctrl_backlog_bytes: vec![0.0; n],
+            link_backlog_bytes: vec![0.0; slots],
+            ctrl_arriving_bytes: vec![0.0; n],
+            link_arriving_bytes: vec![0.0; slots],
+            ctrl_demand: vec![0.0; n],
+            link_demand: vec![0.0; slots],
             lat_ns: vec![0.0; n * n],
             idle_lat_ns: vec![0.0; n * n],
             epoch_reads: vec![0; n * n],
             epoch_ctrl_bytes: vec![0; n],
             epoch_link_bytes: vec![0.0; slots],
+            epoch_writes: vec![0; n * n],
             ctrl_read_bytes: vec![0; n],
             ctrl_write_bytes: vec![0; n],
             served: vec![vec![0; n]; n],
@@ -148,10 +182,10 @@ impl MemSys {
                 let (mut links, mut idle_links) = (0.0, 0.0);
                 for (&l, &hop) in self.read_slots[i].iter().zip(&self.read_hop_ns[i]) {
                     // hop_ns × shape(u) = hop_ns + queue_l(u) (reference/machines.md §5.3)
-                    links += hop * shape[l as usize] + self.link_penalty_ns[l as usize];
+                    links += hop * shape[l as usize];
                     idle_links += hop;
                 }
-                self.lat_ns[i] = ctrl + self.ctrl_penalty_ns[d] + links;
+                self.lat_ns[i] = ctrl + links;
                 self.idle_lat_ns[i] = self.curves[d].idle() + idle_links;
             }
         }
@@ -215,6 +249,7 @@ impl MemSys {
         let b = self.line_bytes;
         self.epoch_ctrl_bytes[d] += b as u64;
         self.ctrl_write_bytes[d] += b as u64;
+        self.epoch_writes[s * self.n + d] += 1;
         let wire = b * (1.0 + self.link_overhead);
         for &l in &self.write_slots[s * self.n + d] {
             self.epoch_link_bytes[l as usize] += wire;
@@ -234,27 +269,23 @@ impl MemSys {
         }
     }
 
-    /// Close an epoch of `epoch_ns`: turn its traffic into utilisations and the latencies of
-    /// the next epoch. Returns the controller bytes of the epoch (for timelines).
-    pub fn end_epoch(&mut self, epoch_ns: f64) -> Vec<f64> {
+    /// Close an epoch of `epoch_ns`: serve its traffic and the backlogs up to capacity, set
+    /// the latencies of the next epoch, and say how long each requesting node's threads wait
+    /// for the backlogs their traffic joined.
+    pub fn end_epoch(&mut self, epoch_ns: f64) -> EpochEnd {
         let n = self.n;
-        // Typical latency of the accesses crossing each link, for its overload law.
-        let mut link_ref = vec![0.0f64; self.link_hop_ns.len()];
-        let mut link_cnt = vec![0usize; self.link_hop_ns.len()];
-        for s in 0..n {
-            for d in 0..n {
-                for &l in &self.read_slots[s * n + d] {
-                    link_ref[l as usize] += self.lat_ns[s * n + d];
-                    link_cnt[l as usize] += 1;
-                }
-            }
-        }
         let line = self.line_bytes as u64;
+        let weight = 1.0 - (-epoch_ns / DEMAND_TAU_NS).exp();
+        // Lines each requesting node s put on each controller d (reads and write-backs):
+        // `from[s * n + d]`, to share a backlog's wait among the requesters that made it.
+        let mut from = vec![0u64; n * n];
         let ctrl_bytes: Vec<f64> = (0..n)
             .map(|d| {
                 let mut reads = 0;
                 for s in 0..n {
                     let r = std::mem::take(&mut self.epoch_reads[s * n + d]);
+                    let w = std::mem::take(&mut self.epoch_writes[s * n + d]);
+                    from[s * n + d] = r + w;
                     self.served[d][s] += r;
                     reads += r;
                 }
@@ -263,38 +294,118 @@ impl MemSys {
                 (std::mem::take(&mut self.epoch_ctrl_bytes[d]) + reads * line) as f64
             })
             .collect();
+        // The same per link slot: reads load the route d → s, write-backs s → d.
+        let slots = self.link_hop_ns.len();
+        let mut link_from = vec![0u64; slots * n];
+        for s in 0..n {
+            for d in 0..n {
+                let i = s * n + d;
+                let w = from[i];
+                if w == 0 || s == d {
+                    continue;
+                }
+                for &l in self.read_slots[i].iter().chain(&self.write_slots[i]) {
+                    link_from[l as usize * n + s] += w;
+                }
+            }
+        }
+        // Serve: a resource serves at most capacity × epoch; the rest waits in its backlog.
+        // The curves are then read at the utilisation the epoch's demand settles at (see
+        // `settle`): the latency that the next epoch's threads will see.
+        let mut ctrl_wait_ns = vec![0.0; n];
         for (d, &bytes) in ctrl_bytes.iter().enumerate() {
-            let u = bytes / (self.ctrl_bytes_per_ns[d] * epoch_ns);
-            let total = self.curves[d].at(self.ctrl_util[d].min(1.0)) + self.ctrl_penalty_ns[d];
-            self.ctrl_util[d] = SMOOTHING * u + (1.0 - SMOOTHING) * self.ctrl_util[d];
-            self.ctrl_penalty_ns[d] = overload_penalty(
-                self.ctrl_penalty_ns[d],
-                total,
-                u,
-                self.curves[d].at(self.ctrl_util[d].min(1.0)),
-            );
+            let cap = self.ctrl_bytes_per_ns[d];
+            let arriving = spread(&mut self.ctrl_arriving_bytes[d], bytes, weight);
+            let (_, wait) = serve(&mut self.ctrl_backlog_bytes[d], arriving, cap, epoch_ns);
+            ctrl_wait_ns[d] = wait;
+            let offered = bytes / (cap * epoch_ns);
+            let old = self.ctrl_util[d];
+            let own = self.curves[d].at(old);
+            // the rest of the requesters' path (links), weighted by their traffic
+            let (mut rest, mut lines) = (0.0, 0u64);
+            for s in 0..n {
+                let i = s * n + d;
+                rest += from[i] as f64 * (self.lat_ns[i] - own);
+                lines += from[i];
+            }
+            let rest = if lines > 0 { rest / lines as f64 } else { 0.0 };
+            let curve = &self.curves[d];
+            let demand = smooth(&mut self.ctrl_demand[d], offered * (own + rest), weight);
+            self.ctrl_util[d] = settle(demand, |v| curve.at(v) + rest);
             self.ctrl_util_max[d] = self.ctrl_util_max[d].max(self.ctrl_util[d]);
         }
-        for l in 0..self.link_hop_ns.len() {
-            self.link_bytes[l] += self.epoch_link_bytes[l];
-            let u = self.epoch_link_bytes[l] / (self.link_bytes_per_ns[l] * epoch_ns);
-            let path = if link_cnt[l] > 0 {
-                link_ref[l] / link_cnt[l] as f64
-            } else {
-                self.link_hop_ns[l]
-            };
-            let own_old = self.link_hop_ns[l] * self.link_shape.at(self.link_util[l].min(1.0));
-            self.link_util[l] = SMOOTHING * u + (1.0 - SMOOTHING) * self.link_util[l];
-            let own_new = self.link_hop_ns[l] * self.link_shape.at(self.link_util[l].min(1.0));
-            // the rest of the path (controller, other hops) stays as it was
-            let unpenalised = path - self.link_penalty_ns[l] - own_old + own_new;
-            self.link_penalty_ns[l] =
-                overload_penalty(self.link_penalty_ns[l], path, u, unpenalised);
+        let mut link_wait_ns = vec![0.0; slots];
+        for l in 0..slots {
+            let bytes = std::mem::take(&mut self.epoch_link_bytes[l]);
+            self.link_bytes[l] += bytes;
+            let cap = self.link_bytes_per_ns[l];
+            let arriving = spread(&mut self.link_arriving_bytes[l], bytes, weight);
+            let (_, wait) = serve(&mut self.link_backlog_bytes[l], arriving, cap, epoch_ns);
+            link_wait_ns[l] = wait;
+            let offered = bytes / (cap * epoch_ns);
+            let hop = self.link_hop_ns[l];
+            let own = hop * self.link_shape.at(self.link_util[l]);
+            let (mut path, mut lines) = (0.0, 0u64);
+            for s in 0..n {
+                let by_s = link_from[l * n + s];
+                if by_s == 0 {
+                    continue;
+                }
+                // the requesters' mean path latency over the pairs routed across this slot
+                let (mut sum, mut cnt) = (0.0, 0);
+                for d in 0..n {
+                    let i = s * n + d;
+                    if self.read_slots[i].contains(&(l as u16))
+                        || self.write_slots[i].contains(&(l as u16))
+                    {
+                        sum += self.lat_ns[i];
+                        cnt += 1;
+                    }
+                }
+                if cnt > 0 {
+                    path += by_s as f64 * sum / cnt as f64;
+                    lines += by_s;
+                }
+            }
+            let path = if lines > 0 { path / lines as f64 } else { own };
+            let rest = (path - own).max(0.0);
+            let shape = &self.link_shape;
+            let demand = smooth(&mut self.link_demand[l], offered * path, weight);
+            self.link_util[l] = settle(demand, |v| rest + hop * shape.at(v));
             self.link_util_max[l] = self.link_util_max[l].max(self.link_util[l]);
-            self.epoch_link_bytes[l] = 0.0;
+        }
+        // A backlog's wait falls on the requesters that made it, in proportion to their share
+        // of its traffic: the largest requester waits it all (the resource is busy with its
+        // lines until then), one that sent a tenth as much a tenth of it. A node's threads wait
+        // for the longest such share of the controllers and links they used.
+        let mut stall_until_ns = vec![0.0f64; n];
+        let mut share_wait = |wait: f64, by_node: &[u64]| {
+            let top = by_node.iter().copied().max().unwrap_or(0);
+            if wait <= 0.0 || top == 0 {
+                return;
+            }
+            for (s, &b) in by_node.iter().enumerate() {
+                let w = wait * b as f64 / top as f64;
+                stall_until_ns[s] = stall_until_ns[s].max(w);
+            }
+        };
+        for d in 0..n {
+            let by_node: Vec<u64> = (0..n).map(|s| from[s * n + d]).collect();
+            share_wait(ctrl_wait_ns[d], &by_node);
+        }
+        for l in 0..slots {
+            share_wait(link_wait_ns[l], &link_from[l * n..(l + 1) * n]);
         }
         self.recompute_latencies();
-        ctrl_bytes
+        EpochEnd {
+            ctrl_bytes,
+            stall_until_ns,
+        }
+    }
+
+    /// Bytes waiting beyond capacity at each controller (0 when it keeps up).
+    pub fn ctrl_backlog_bytes(&self) -> &[f64] {
+        &self.ctrl_backlog_bytes
     }
 
     /// Current smoothed utilisation of each controller (0..1+).
@@ -311,14 +422,59 @@ impl MemSys {
     }
 }
 
-/// The overload law. `total_ns` is the latency the traffic of the epoch saw, `u` its offered
-/// utilisation, `unpenalised_ns` the latency without a penalty at the new utilisation. A
-/// concurrency-limited stream's throughput is ∝ 1/latency, so serving `u > 1` at capacity
-/// needs `total × u`; below capacity the same law relaxes the penalty back towards zero.
-fn overload_penalty(old: f64, total_ns: f64, u: f64, unpenalised_ns: f64) -> f64 {
-    if u <= 1.0 && old <= 0.0 {
+/// The utilisation at which a resource's concurrency-limited demand settles. The epoch
+/// offered `demand = u × L` (utilisation times the path latency it saw); its requesters keep
+/// a bounded number of lines in flight, so their throughput is ∝ 1 / latency and the load
+/// settles where `v × latency(v) = demand` (Little's law). `latency` is non-decreasing, so
+/// `v × latency(v)` increases and bisection finds `v` in [0, 1]; demand beyond the curve's end
+/// settles at 1 (the rest is the backlog's). Solving for the fixed point, instead of feeding
+/// one epoch's utilisation into the next, settles in one step whatever the epoch length:
+/// a demand that does not respond to latency (compute-bound threads) is approached by a
+/// contraction, one that does (memory-bound threads) is met at once.
+fn settle(demand: f64, latency: impl Fn(f64) -> f64) -> f64 {
+    if demand <= 0.0 {
         return 0.0;
     }
-    let target = (total_ns * u - unpenalised_ns).max(0.0);
-    SMOOTHING * target + (1.0 - SMOOTHING) * old
+    if latency(1.0) <= demand {
+        return 1.0;
+    }
+    let (mut lo, mut hi) = (0.0f64, 1.0f64);
+    for _ in 0..30 {
+        let mid = 0.5 * (lo + hi);
+        if mid * latency(mid) < demand {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    0.5 * (lo + hi)
+}
+
+/// Exponential smoothing of `value` into `state` with the weight of the newest epoch.
+fn smooth(state: &mut f64, value: f64, weight: f64) -> f64 {
+    *state = weight * value + (1.0 - weight) * *state;
+    *state
+}
+
+/// The bytes that reach a resource's queue this epoch: the epoch's `offered` bytes join those
+/// still on their way (`pending`), of which the share `weight` arrives. Every byte arrives in
+/// the end; bursts shorter than the smoothing time are evened out, as the controller's queue
+/// and the cores' fill buffers even them out (their queueing is in the curve already), so
+/// an epoch's fluctuation is not a backlog when the next epoch has room for it.
+fn spread(pending: &mut f64, offered: f64, weight: f64) -> f64 {
+    *pending += offered;
+    let arriving = *pending * weight;
+    *pending -= arriving;
+    arriving
+}
+
+/// One resource for one epoch: `offered` bytes join the backlog; at most `capacity ×
+/// epoch` of it is served. Returns the served utilisation (≤ 1, and 1 while a backlog is
+/// left) and how long after the epoch's end the backlog that remains takes to serve.
+fn serve(backlog: &mut f64, offered: f64, bytes_per_ns: f64, epoch_ns: f64) -> (f64, f64) {
+    let can = bytes_per_ns * epoch_ns;
+    let queued = *backlog + offered;
+    let served = queued.min(can);
+    *backlog = queued - served;
+    (served / can, *backlog / bytes_per_ns)
 }

@@ -1,0 +1,168 @@
+//! `numalab validate`: run the validation suite (crates/validate) and print its scorecard.
+
+use crate::output;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use numalab_validate::{case, score::Status};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Args, Clone)]
+pub struct ValidateArgs {
+    /// Only the cases whose id matches: a glob (`G14.*`, `*lbm*`) or a substring (`SSCA`).
+    #[arg(long, value_name = "PATTERN")]
+    case: Option<String>,
+    /// Only the quick subset (CI's).
+    #[arg(long)]
+    quick: bool,
+    /// List the cases (id, source, what, shrink) without running them.
+    #[arg(long)]
+    list: bool,
+    /// Case files or folders of .toml case files instead of the built-in cases.
+    #[arg(long, value_name = "PATH")]
+    cases: Vec<PathBuf>,
+    /// Write the scorecard as JSON.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Fail (non-zero exit) when a case listed in FILE (one id per line, `#` comments) ran and did
+    /// not pass: a regression against the last recorded scorecard.
+    #[arg(long, value_name = "FILE")]
+    expect_passing: Option<PathBuf>,
+    /// Write the ids of the passing cases to FILE (for --expect-passing).
+    #[arg(long, value_name = "FILE")]
+    write_passing: Option<PathBuf>,
+    /// Epoch length in simulated microseconds.
+    #[arg(long, default_value_t = 20.0)]
+    epoch_us: f64,
+    /// Host threads (default: all cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// No progress bar.
+    #[arg(long, short = 'q')]
+    quiet: bool,
+}
+
+fn read_ids(p: &std::path::Path) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(p)
+        .with_context(|| format!("--expect-passing: cannot read {}", p.display()))?;
+    Ok(text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect())
+}
+
+pub fn run(a: ValidateArgs) -> Result<()> {
+    if !(a.epoch_us.is_finite() && a.epoch_us > 0.0) {
+        bail!(
+            "--epoch-us {}: expected a positive number of microseconds",
+            a.epoch_us
+        );
+    }
+    let all = if a.cases.is_empty() {
+        case::builtin()?
+    } else {
+        case::from_paths(&a.cases)?
+    };
+    let cases = numalab_validate::select(all, a.case.as_deref(), a.quick)?;
+    if a.list {
+        for c in &cases {
+            println!(
+                "{}  [{}{}] {}",
+                c.case.id,
+                c.source.id,
+                if c.case.quick { ", quick" } else { "" },
+                c.case.what
+            );
+            if let Some(m) = &c.case.not_expressible {
+                println!("    not expressible: {m}");
+            }
+            if let Some(s) = &c.case.shrink {
+                println!("    shrink: {s}");
+            }
+        }
+        return Ok(());
+    }
+    output::check_writable(a.json.as_deref())?;
+    output::check_writable(a.write_passing.as_deref())?;
+    let expected = match &a.expect_passing {
+        Some(p) => {
+            let ids = read_ids(p)?;
+            let known = case::builtin().unwrap_or_default();
+            for id in &ids {
+                if !cases.iter().chain(known.iter()).any(|c| &c.case.id == id) {
+                    bail!("--expect-passing {}: no case has the id {id}", p.display());
+                }
+            }
+            ids
+        }
+        None => Vec::new(),
+    };
+
+    let bar = ProgressBar::new(0);
+    if a.quiet {
+        bar.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} validate: {pos}/{len} simulations [{elapsed_precise}, about {eta} left] {wide_bar}",
+        )
+        .unwrap(),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    let progress = |done: usize, total: usize| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    };
+    let opts = numalab_validate::Options {
+        epoch_ns: a.epoch_us * 1000.0,
+        jobs: a.jobs.unwrap_or(0),
+    };
+    let card = numalab_validate::run(&cases, &opts, &progress)?;
+    bar.finish_and_clear();
+    print!("{}", card.table());
+    println!(
+        "\n{} cases in {:.0} s of host time (epochs of {} µs)",
+        card.rows.len(),
+        card.host_seconds,
+        card.epoch_us
+    );
+    if let Some(p) = &a.json {
+        output::write_atomic(p, serde_json::to_string_pretty(&card)?.as_bytes())?;
+        eprintln!("wrote {}", p.display());
+    }
+    if let Some(p) = &a.write_passing {
+        let mut text = String::from("# cases that passed: numalab validate --write-passing\n");
+        for id in numalab_validate::passing_ids(&card) {
+            text.push_str(&id);
+            text.push('\n');
+        }
+        output::write_atomic(p, text.as_bytes())?;
+        eprintln!("wrote {}", p.display());
+    }
+    let errors: Vec<_> = card
+        .rows
+        .iter()
+        .filter(|r| r.status == Status::Error)
+        .collect();
+    let regressed = numalab_validate::regressions(&card, &expected);
+    if !regressed.is_empty() {
+        let ids: Vec<&str> = regressed.iter().map(|r| r.id.as_str()).collect();
+        bail!(
+            "{} case(s) that passed before no longer pass: {}",
+            ids.len(),
+            ids.join(", ")
+        );
+    }
+    if !errors.is_empty() {
+        let ids: Vec<&str> = errors.iter().map(|r| r.id.as_str()).collect();
+        bail!(
+            "{} case(s) could not be simulated: {}",
+            ids.len(),
+            ids.join(", ")
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,252 @@
+//! Configurations of simulated runs, shared by `numalab sim --compare` and `numalab validate`.
+//!
+//! A configuration is `key=value` settings joined by `+` (keys: mempolicy, thp, pin, threads,
+//! machine, workload, policy) or a shorthand (`first-touch`, `interleave`, `thp`, ...), applied
+//! on top of [`Defaults`]. [`resolve`] checks every part against the machine before anything
+//! runs, so a bad configuration fails before the first simulation starts.
+
+use anyhow::{anyhow, bail, Context, Result};
+use numalab_core::MemPolicy;
+use numalab_machine::Machine;
+use numalab_sim::{Pinning, SimConfig, ThpMode};
+
+/// One fully resolved configuration.
+pub struct RunSpec {
+    pub label: String,
+    pub machine: Machine,
+    pub workload: String,
+    pub threads: usize,
+    pub pin: Pinning,
+    pub mempolicy: MemPolicy,
+    pub thp: ThpMode,
+    /// Placement policy specs (crates/policies), validated; built per run since a policy
+    /// carries state.
+    pub policies: Vec<String>,
+    /// Linux automatic NUMA balancing in the simulated kernel (`policy=autonuma[:k=v,...]`).
+    pub numa_balancing: Option<numalab_sim::NumaBalancingParams>,
+}
+
+impl RunSpec {
+    /// The simulator's configuration for this run (fresh policy objects; no progress callback).
+    pub fn sim_config(&self, epoch_ns: f64, sample_period: u64) -> SimConfig {
+        SimConfig {
+            label: self.label.clone(),
+            pinning: self.pin.clone(),
+            task_policy: self.mempolicy.clone(),
+            thp: self.thp,
+            epoch_ns,
+            sample_period,
+            numa_balancing: self.numa_balancing.clone(),
+            policies: self
+                .policies
+                .iter()
+                .map(|p| numalab_policies::by_spec(p).expect("validated by resolve"))
+                .collect(),
+            ..Default::default()
+        }
+    }
+}
+
+/// The settings a configuration starts from (`numalab sim`'s options).
+#[derive(Clone, Debug)]
+pub struct Defaults {
+    pub machine: String,
+    pub workload: String,
+    pub threads: Option<usize>,
+    pub pin: String,
+    pub mempolicy: String,
+    pub thp: String,
+}
+
+/// `autonuma`, `numa-balancing` (the kernel's own mechanism, in the OS model) rather than a
+/// policy of crates/policies.
+pub fn is_numa_balancing(spec: &str) -> bool {
+    let name = spec.split(':').next().unwrap_or("").trim();
+    matches!(name, "autonuma" | "numa-balancing" | "numa_balancing")
+}
+
+pub const KEYS: &[&str] = &[
+    "mempolicy",
+    "thp",
+    "pin",
+    "threads",
+    "machine",
+    "workload",
+    "policy",
+];
+pub const SHORTHANDS: &[(&str, &str)] = &[
+    ("first-touch", "mempolicy=default"),
+    ("local", "mempolicy=local"),
+    ("interleave", "mempolicy=interleave:all"),
+    ("thp", "thp=always"),
+    ("nothp", "thp=never"),
+    ("autonuma", "policy=autonuma"),
+];
+
+/// Split `--compare` on commas, keeping commas that continue a node or CPU list
+/// (`mempolicy=bind:0,1` stays one setting).
+pub fn split_configs(s: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for tok in s.split(',') {
+        let list_continues = tok
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_digit() || c == '!');
+        // `policy=carrefour-lp:period_ms=500,split_share_percent=8`: a `key=value` whose key is
+        // not a configuration key continues the previous policy's parameters.
+        let param_continues = out
+            .last()
+            .and_then(|l| l.rsplit('+').next())
+            .is_some_and(|seg| seg.trim_start().starts_with("policy="))
+            && tok
+                .split_once('=')
+                .is_some_and(|(k, _)| !KEYS.contains(&k.trim()));
+        let continues = (list_continues || param_continues) && !out.is_empty();
+        if continues {
+            let last = out.last_mut().unwrap();
+            last.push(',');
+            last.push_str(tok);
+        } else {
+            out.push(tok.to_string());
+        }
+    }
+    out.into_iter()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+fn default_threads(machine: &Machine, workload: &str) -> usize {
+    let name = workload.split(':').next().unwrap_or("");
+    match name {
+        "ptrchase" => 1,
+        // A multiprogrammed mix runs one thread per program copy, whatever --threads says.
+        "mix" => numalab_workloads::by_spec(workload, 1).map_or(1, |w| w.threads()),
+        _ => machine.topology.num_cpus(),
+    }
+}
+
+/// Apply `overrides` (one configuration) to `base` and check the result.
+pub fn resolve(base: &Defaults, overrides: &str) -> Result<RunSpec> {
+    let mut machine = base.machine.clone();
+    let mut workload = base.workload.clone();
+    let mut threads = base.threads;
+    let mut pin = base.pin.clone();
+    let mut mempolicy = base.mempolicy.clone();
+    let mut thp = base.thp.clone();
+    let mut policies: Vec<String> = Vec::new();
+    let mut numa_balancing = None;
+    for setting in overrides
+        .split('+')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        let expanded = SHORTHANDS
+            .iter()
+            .find(|(k, _)| *k == setting)
+            .map_or(setting, |(_, v)| v);
+        let (k, v) = expanded.split_once('=').ok_or_else(|| {
+            anyhow!(
+                "configuration '{setting}' is neither key=value nor a shorthand: keys are {}; shorthands are {}",
+                KEYS.join(", "),
+                SHORTHANDS.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", ")
+            )
+        })?;
+        match k {
+            "mempolicy" => mempolicy = v.to_string(),
+            "policy" if is_numa_balancing(v) => {
+                numa_balancing = Some(
+                    numalab_sim::NumaBalancingParams::parse(v)
+                        .map_err(|e| anyhow!("policy '{v}': {e}"))?,
+                );
+            }
+            "policy" => {
+                if v != "none" {
+                    numalab_policies::parse_spec(v).map_err(|e| anyhow!("policy '{v}': {e}"))?;
+                    policies.push(v.to_string());
+                }
+            }
+            "thp" => thp = v.to_string(),
+            "pin" => pin = v.to_string(),
+            "threads" => {
+                threads = Some(
+                    v.parse()
+                        .with_context(|| format!("threads={v} is not a number"))?,
+                )
+            }
+            "machine" => machine = v.to_string(),
+            "workload" => workload = v.to_string(),
+            _ => bail!(
+                "unknown configuration key '{k}': valid keys are {}",
+                KEYS.join(", ")
+            ),
+        }
+    }
+    let m = numalab_machine::load(&machine)?;
+    let mp = MemPolicy::parse(&mempolicy, &m.topology.online())
+        .map_err(|e| anyhow!("--mempolicy: {e}"))?;
+    let thp_mode: ThpMode = thp.parse().map_err(|e: String| anyhow!("--thp: {e}"))?;
+    let pinning: Pinning = pin.parse().map_err(|e: String| anyhow!("--pin: {e}"))?;
+    let threads = if workload.starts_with("mix:") {
+        default_threads(&m, &workload)
+    } else {
+        threads.unwrap_or_else(|| default_threads(&m, &workload))
+    };
+    pinning
+        .resolve(&m.topology, threads)
+        .map_err(|e| anyhow!("--pin {pin}: {e}"))?;
+    let label = if overrides.is_empty() {
+        format!("{mempolicy} thp={thp}")
+    } else {
+        overrides.to_string()
+    };
+    Ok(RunSpec {
+        label,
+        machine: m,
+        workload,
+        threads,
+        pin: pinning,
+        mempolicy: mp,
+        thp: thp_mode,
+        policies,
+        numa_balancing,
+    })
+}
+
+pub fn policy_names() -> String {
+    let names: Vec<String> = numalab_policies::list()
+        .into_iter()
+        .map(|i| i.name.to_string())
+        .collect();
+    format!(
+        "valid policies: none, autonuma (Linux NUMA balancing), {}",
+        names.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compare_keeps_node_lists_together() {
+        assert_eq!(
+            split_configs("first-touch,mempolicy=bind:0,1,thp"),
+            vec!["first-touch", "mempolicy=bind:0,1", "thp"]
+        );
+        assert_eq!(
+            split_configs("thp=always+pin=0-3,5,interleave"),
+            vec!["thp=always+pin=0-3,5", "interleave"]
+        );
+        assert_eq!(
+            split_configs(
+                "policy=carrefour-lp:period_ms=500,split_share_percent=8,thp=always,nothp"
+            ),
+            vec![
+                "policy=carrefour-lp:period_ms=500,split_share_percent=8",
+                "thp=always",
+                "nothp"
+            ]
+        );
+    }
+}

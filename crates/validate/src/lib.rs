@@ -1,0 +1,274 @@
+//! `numalab validate`: the simulator against published measurements.
+//!
+//! Cases (`cases/*.toml`, one file per source, built into the binary) each describe one
+//! published figure: a machine preset, a workload, the configurations compared, the metric and
+//! the published value. [`run`] resolves every case first, simulates each distinct
+//! configuration once (cases sharing runs share them) on a rayon pool, and scores the cases
+//! ([`score`]): direction right, within ±30 % (or ±1 point for values of 3 or less).
+
+pub mod case;
+pub mod metric;
+pub mod score;
+
+use anyhow::{anyhow, Context, Result};
+use case::{Kind, SourcedCase};
+use metric::Metric;
+use numalab_runspec::{resolve, Defaults, RunSpec};
+use numalab_sim::SimResult;
+use rayon::prelude::*;
+use score::{Measured, Row, Scorecard};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+/// How to run the suite.
+pub struct Options {
+    /// Epoch length, ns (the simulator's default is 20 µs).
+    pub epoch_ns: f64,
+    /// Host threads (0: all cores).
+    pub jobs: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            epoch_ns: 20_000.0,
+            jobs: 0,
+        }
+    }
+}
+
+/// Keep the cases whose id matches `pattern` (a glob: `G14.*`, `*lbm*`; a pattern without `*`
+/// or `?` matches as a substring), and with `quick` only the quick subset.
+pub fn select(
+    cases: Vec<SourcedCase>,
+    pattern: Option<&str>,
+    quick: bool,
+) -> Result<Vec<SourcedCase>> {
+    let matcher = match pattern {
+        None => None,
+        Some(p) => {
+            let glob = if p.contains(['*', '?', '[']) {
+                p.to_string()
+            } else {
+                format!("*{p}*")
+            };
+            Some(
+                globset::GlobBuilder::new(&glob)
+                    .case_insensitive(true)
+                    .build()
+                    .with_context(|| format!("--case {p}: not a valid pattern"))?
+                    .compile_matcher(),
+            )
+        }
+    };
+    let kept: Vec<SourcedCase> = cases
+        .into_iter()
+        .filter(|c| !quick || c.case.quick)
+        .filter(|c| matcher.as_ref().is_none_or(|m| m.is_match(&c.case.id)))
+        .collect();
+    if kept.is_empty() {
+        return Err(anyhow!(
+            "no case matches{}{}: `numalab validate --list` shows the ids",
+            pattern.map(|p| format!(" '{p}'")).unwrap_or_default(),
+            if quick { " in the quick subset" } else { "" }
+        ));
+    }
+    Ok(kept)
+}
+
+/// The runs a case needs: (base, measured); base only where the metric compares or the
+/// published figure is a pair.
+struct CaseRuns {
+    base: Option<usize>,
+    measured: usize,
+}
+
+fn defaults(c: &case::Case) -> Defaults {
+    Defaults {
+        machine: c.machine.clone().unwrap_or_default(),
+        workload: c.workload.clone().unwrap_or_default(),
+        threads: c.threads,
+        pin: c.pin.clone(),
+        mempolicy: c.mempolicy.clone(),
+        thp: c.thp.clone(),
+    }
+}
+
+/// A canonical text for a run, so that cases sharing a configuration share its simulation.
+fn run_key(d: &Defaults, config: &str) -> String {
+    format!(
+        "{}|{}|{:?}|{}|{}|{}|{}",
+        d.machine, d.workload, d.threads, d.pin, d.mempolicy, d.thp, config
+    )
+}
+
+/// Simulate the cases and score them. `progress(done, total)` is called as runs finish.
+/// A failed simulation marks its cases as errors; the others are scored.
+pub fn run(
+    cases: &[SourcedCase],
+    opts: &Options,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Scorecard> {
+    if !(opts.epoch_ns.is_finite() && opts.epoch_ns > 0.0) {
+        return Err(anyhow!(
+            "epoch length {} ns: expected a positive number",
+            opts.epoch_ns
+        ));
+    }
+    let started = Instant::now();
+    // Resolve every run before simulating anything: a broken case is an error up front.
+    let mut keys: HashMap<String, usize> = HashMap::new();
+    let mut specs: Vec<RunSpec> = Vec::new();
+    let mut per_case: Vec<Option<CaseRuns>> = Vec::new();
+    for c in cases {
+        if c.case.kind() == Kind::NotExpressible {
+            per_case.push(None);
+            continue;
+        }
+        let d = defaults(&c.case);
+        let mut index_of = |config: &str| -> Result<usize> {
+            let key = run_key(&d, config);
+            if let Some(&i) = keys.get(&key) {
+                return Ok(i);
+            }
+            let spec = resolve(&d, config)
+                .with_context(|| format!("case {}: configuration '{config}'", c.case.id))?;
+            numalab_workloads::by_spec(&spec.workload, spec.threads)
+                .map_err(|e| anyhow!("case {}: workload: {e}", c.case.id))?;
+            specs.push(spec);
+            keys.insert(key, specs.len() - 1);
+            Ok(specs.len() - 1)
+        };
+        let needs_base =
+            c.case.metric.is_some_and(Metric::is_comparative) || c.case.published_base.is_some();
+        let base = if needs_base {
+            Some(index_of(c.case.base.as_deref().unwrap_or(""))?)
+        } else {
+            None
+        };
+        let measured = index_of(&c.case.config)?;
+        per_case.push(Some(CaseRuns { base, measured }));
+    }
+
+    let done = AtomicUsize::new(0);
+    let total = specs.len();
+    progress(0, total);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(opts.jobs)
+        .build()?;
+    // Longest-looking runs first keeps the pool busy to the end (threads × a crude size).
+    let mut order: Vec<usize> = (0..specs.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(specs[i].threads));
+    let mut results: Vec<(usize, Result<SimResult, String>)> = pool.install(|| {
+        order
+            .par_iter()
+            .map(|&i| {
+                let spec = &specs[i];
+                let r = numalab_workloads::by_spec(&spec.workload, spec.threads)
+                    .map_err(|e| e.to_string())
+                    .and_then(|wl| {
+                        numalab_sim::simulate(
+                            &spec.machine,
+                            wl.as_ref(),
+                            spec.sim_config(opts.epoch_ns, 0),
+                        )
+                        .map_err(|e| format!("simulating '{}': {e}", spec.label))
+                    });
+                progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
+                (i, r)
+            })
+            .collect()
+    });
+    results.sort_by_key(|(i, _)| *i);
+    let results: Vec<Result<SimResult, String>> = results.into_iter().map(|(_, r)| r).collect();
+
+    let runs: Vec<score::RunInfo> = specs
+        .iter()
+        .zip(&results)
+        .map(|(spec, r)| score::RunInfo {
+            machine: spec.machine.id.clone(),
+            workload: spec.workload.clone(),
+            threads: spec.threads,
+            config: spec.label.clone(),
+            sim_ms: r.as_ref().ok().map(|r| r.sim_time_ns / 1e6),
+            host_seconds: r.as_ref().ok().map(|r| r.host_seconds),
+        })
+        .collect();
+    let rows: Vec<Row> = cases
+        .iter()
+        .zip(&per_case)
+        .map(|(c, runs)| match runs {
+            None => score::not_expressible(c),
+            Some(runs) => measure(c, runs, &results),
+        })
+        .collect();
+    Ok(Scorecard::new(
+        rows,
+        runs,
+        started.elapsed().as_secs_f64(),
+        opts.epoch_ns / 1000.0,
+    ))
+}
+
+fn measure(c: &SourcedCase, runs: &CaseRuns, results: &[Result<SimResult, String>]) -> Row {
+    let get = |i: usize| results[i].as_ref().map_err(Clone::clone);
+    let measured = match get(runs.measured) {
+        Ok(r) => r,
+        Err(e) => return score::failed(c, e),
+    };
+    let base = match runs.base.map(get) {
+        Some(Err(e)) => return score::failed(c, e),
+        Some(Ok(b)) => Some(b),
+        None => None,
+    };
+    let metric = c
+        .case
+        .metric
+        .expect("checked: simulated cases have a metric");
+    let region = c.case.region.as_deref();
+    let ms = |r: &SimResult| metric::region_time_ns(r, region).map(|t| t / 1e6);
+    let value = if metric.is_comparative() {
+        let b = base.expect("comparative cases have a base run");
+        match (
+            metric::region_time_ns(b, region),
+            metric::region_time_ns(measured, region),
+        ) {
+            (Some(tb), Some(tc)) => metric.compare(tb, tc),
+            _ => None,
+        }
+    } else {
+        metric.of_run(measured, region)
+    };
+    let base_value = if metric.is_comparative() {
+        None
+    } else {
+        base.and_then(|b| metric.of_run(b, region))
+    };
+    score::score(
+        c,
+        Measured {
+            value,
+            base_value,
+            base_ms: base.and_then(ms),
+            config_ms: ms(measured),
+        },
+    )
+}
+
+/// Ids of the passing cases, one per line (the file `--expect-passing` reads).
+pub fn passing_ids(card: &Scorecard) -> Vec<String> {
+    card.rows
+        .iter()
+        .filter(|r| r.status == score::Status::Pass)
+        .map(|r| r.id.clone())
+        .collect()
+}
+
+/// Cases listed as passing that ran and did not pass.
+pub fn regressions<'a>(card: &'a Scorecard, expected: &[String]) -> Vec<&'a Row> {
+    card.rows
+        .iter()
+        .filter(|r| expected.contains(&r.id) && r.status != score::Status::Pass)
+        .collect()
+}

@@ -1,0 +1,111 @@
+//! What a case measures, and how it is read from simulation results.
+
+use numalab_sim::SimResult;
+use serde::{Deserialize, Serialize};
+
+/// A case's metric. Comparative metrics need a baseline run and a measured run; per-run
+/// metrics are read from one run (or from both, for a published "before → after" pair).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// G14's "performance improvement": `100 × (T_base / T_cfg − 1)` (+109 % = 2.09× faster,
+    /// −43 % = 1.75× slower).
+    SpeedupPercent,
+    /// reference/policies.md §0 (Mi21): `100 × (T_base − T_cfg) / T_base`.
+    TimeImprovementPercent,
+    /// `100 × (T_cfg / T_base − 1)`: "+36 % time" (M13), a latency factor's excess.
+    TimeIncreasePercent,
+    /// Local access ratio of DRAM requests, % (policies.md §0).
+    LarPercent,
+    /// Controller imbalance, % (policies.md §0).
+    ImbalancePercent,
+    /// Largest share of one thread's time spent in the page-fault handler, % (G14 Table 1).
+    MaxFaultTimeSharePercent,
+    /// Share of private-cache (L2) misses caused by page-table walks, % (G14 Table 1).
+    WalkL2MissSharePercent,
+    /// STREAM's figure per instance (`mode=processes`): counted bytes of one instance's
+    /// kernel repetitions over the kernel phase's time, GiB/s.
+    StreamGibpsPerInstance,
+    /// The same summed over all instances, GiB/s.
+    StreamGibpsTotal,
+}
+
+impl Metric {
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::SpeedupPercent => "speedup %",
+            Metric::TimeImprovementPercent => "time improvement %",
+            Metric::TimeIncreasePercent => "time increase %",
+            Metric::LarPercent => "LAR %",
+            Metric::ImbalancePercent => "imbalance %",
+            Metric::MaxFaultTimeSharePercent => "max fault-time share %",
+            Metric::WalkL2MissSharePercent => "walk share of L2 misses %",
+            Metric::StreamGibpsPerInstance => "STREAM GiB/s per instance",
+            Metric::StreamGibpsTotal => "STREAM GiB/s total",
+        }
+    }
+
+    /// True when the metric compares a measured run against a baseline run.
+    pub fn is_comparative(self) -> bool {
+        matches!(
+            self,
+            Metric::SpeedupPercent | Metric::TimeImprovementPercent | Metric::TimeIncreasePercent
+        )
+    }
+
+    /// A comparative metric from the baseline's and the measured run's times.
+    pub fn compare(self, t_base: f64, t_cfg: f64) -> Option<f64> {
+        if !(t_base > 0.0 && t_cfg > 0.0) {
+            return None;
+        }
+        match self {
+            Metric::SpeedupPercent => Some(100.0 * (t_base / t_cfg - 1.0)),
+            Metric::TimeImprovementPercent => Some(100.0 * (t_base - t_cfg) / t_base),
+            Metric::TimeIncreasePercent => Some(100.0 * (t_cfg / t_base - 1.0)),
+            _ => None,
+        }
+    }
+
+    /// A per-run metric. `region` is the phase the case times (None: the whole run).
+    pub fn of_run(self, r: &SimResult, region: Option<&str>) -> Option<f64> {
+        match self {
+            Metric::LarPercent => r.metrics.lar_percent,
+            Metric::ImbalancePercent => r.metrics.imbalance_percent,
+            Metric::MaxFaultTimeSharePercent => r.metrics.max_page_fault_time_share_percent,
+            Metric::WalkL2MissSharePercent => r.metrics.pagewalk_l2_miss_share_percent,
+            Metric::StreamGibpsPerInstance => stream_gibps(r, region).map(|(one, _)| one),
+            Metric::StreamGibpsTotal => stream_gibps(r, region).map(|(_, all)| all),
+            _ => None,
+        }
+    }
+}
+
+/// Simulated time of `region` (a phase name) or of the whole run, ns.
+pub fn region_time_ns(r: &SimResult, region: Option<&str>) -> Option<f64> {
+    match region {
+        None => Some(r.sim_time_ns),
+        Some(name) => r.phase(name).map(|p| p.end_ns - p.start_ns),
+    }
+}
+
+/// STREAM's bandwidth figure, (per instance, all instances) in GiB/s, from the kernel phase
+/// (`region`, default `triad`) of a `stream:...,mode=processes` run.
+fn stream_gibps(r: &SimResult, region: Option<&str>) -> Option<(f64, f64)> {
+    use numalab_workloads::stream::{counted_bytes, Kernel};
+    let (name, pairs) = numalab_workloads::spec::split(&r.workload).ok()?;
+    if name != "stream" {
+        return None;
+    }
+    let get = |k: &str| pairs.iter().find(|(key, _)| *key == k).map(|(_, v)| *v);
+    let n: u64 = get("n")?.parse().ok()?;
+    let ntimes: u64 = get("ntimes")?.parse().ok()?;
+    let phase = region.unwrap_or("triad");
+    let kernel = Kernel::ALL.into_iter().find(|k| k.name() == phase)?;
+    let p = r.phase(phase)?;
+    let secs = (p.end_ns - p.start_ns) / 1e9;
+    if secs <= 0.0 {
+        return None;
+    }
+    let one = (counted_bytes(kernel, n) * ntimes) as f64 / secs / (1u64 << 30) as f64;
+    Some((one, one * r.threads as f64))
+}

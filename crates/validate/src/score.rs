@@ -1,0 +1,383 @@
+//! Scoring a case: direction and tolerance (issue "Trustworthy simulation I"), the scorecard
+//! rows, totals per source and overall.
+
+use crate::case::{Expect, Kind, SourcedCase};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Relative tolerance on a published value.
+pub const RELATIVE_TOLERANCE: f64 = 0.30;
+/// Published values of at most this size (in the metric's unit: points of a percentage, ...)
+/// get an absolute tolerance instead: ±30 % of 0.1 would demand a precision that no
+/// measurement of such a small share has.
+pub const SMALL_VALUE: f64 = 3.0;
+pub const SMALL_VALUE_TOLERANCE: f64 = 1.0;
+
+/// Within ±30 %, or ±1 point when the published value is 3 or less.
+pub fn within_tolerance(published: f64, simulated: f64) -> bool {
+    let err = (simulated - published).abs();
+    if published.abs() <= SMALL_VALUE {
+        err <= SMALL_VALUE_TOLERANCE
+    } else {
+        err <= RELATIVE_TOLERANCE * published.abs()
+    }
+}
+
+/// The sign of a change, with changes smaller than half a point counted as none.
+fn direction(v: f64) -> i8 {
+    if v > 0.5 {
+        1
+    } else if v < -0.5 {
+        -1
+    } else {
+        0
+    }
+}
+
+/// Do a published and a simulated change point the same way? Two changes within a point of
+/// each other agree whatever their signs (a published "0 → 0.1" is no direction).
+pub fn same_direction(published: f64, simulated: f64) -> bool {
+    direction(published) == direction(simulated) || (published - simulated).abs() <= 1.0
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Direction right and, where a value is published, within tolerance.
+    Pass,
+    /// Direction wrong, or out of tolerance.
+    Miss,
+    /// The model cannot express the case yet (the mechanism is named in `note`).
+    NotExpressible,
+    /// A simulation of the case failed (the error is in `note`).
+    Error,
+}
+
+/// One row of the scorecard.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    pub id: String,
+    pub source: String,
+    pub cite: String,
+    pub what: String,
+    pub metric: Option<String>,
+    pub published: Option<f64>,
+    pub published_base: Option<f64>,
+    pub expect: Option<Expect>,
+    pub simulated: Option<f64>,
+    pub simulated_base: Option<f64>,
+    pub direction_right: Option<bool>,
+    pub within_tolerance: Option<bool>,
+    pub status: Status,
+    pub note: Option<String>,
+    /// Simulated milliseconds of the baseline and measured runs (for reading the rows).
+    pub base_ms: Option<f64>,
+    pub config_ms: Option<f64>,
+}
+
+/// What the runs gave for a case: the measured value and, for pairs, the baseline's.
+pub struct Measured {
+    pub value: Option<f64>,
+    pub base_value: Option<f64>,
+    pub base_ms: Option<f64>,
+    pub config_ms: Option<f64>,
+}
+
+fn row(c: &SourcedCase) -> Row {
+    Row {
+        id: c.case.id.clone(),
+        source: c.source.id.clone(),
+        cite: c.case.cite.clone(),
+        what: c.case.what.clone(),
+        metric: c.case.metric.map(|m| m.name().to_string()),
+        published: c.case.published,
+        published_base: c.case.published_base,
+        expect: c.case.expect,
+        simulated: None,
+        simulated_base: None,
+        direction_right: None,
+        within_tolerance: None,
+        status: Status::NotExpressible,
+        note: c.case.not_expressible.clone(),
+        base_ms: None,
+        config_ms: None,
+    }
+}
+
+/// A case the model cannot express.
+pub fn not_expressible(c: &SourcedCase) -> Row {
+    row(c)
+}
+
+/// A case whose simulation failed.
+pub fn failed(c: &SourcedCase, error: String) -> Row {
+    Row {
+        status: Status::Error,
+        note: Some(error),
+        ..row(c)
+    }
+}
+
+/// Score a simulated case.
+pub fn score(c: &SourcedCase, m: Measured) -> Row {
+    let mut r = row(c);
+    r.simulated = m.value;
+    r.simulated_base = m.base_value;
+    r.base_ms = m.base_ms;
+    r.config_ms = m.config_ms;
+    let Some(sim) = m.value else {
+        r.status = Status::Error;
+        r.note =
+            Some("the metric is not defined for this run (no such phase, or no traffic)".into());
+        return r;
+    };
+    let case = &c.case;
+    let (dir, tol) = match case.kind() {
+        Kind::Direction => {
+            let want = match (case.expect, case.metric.map(|m| m.name())) {
+                (Some(Expect::Faster), Some("time increase %")) => -1,
+                (Some(Expect::Slower), Some("time increase %")) => 1,
+                (Some(Expect::Faster), _) => 1,
+                _ => -1,
+            };
+            (Some(direction(sim) == want), None)
+        }
+        Kind::Comparison => {
+            let p = case.published.expect("checked");
+            (Some(same_direction(p, sim)), Some(within_tolerance(p, sim)))
+        }
+        Kind::Value => {
+            let p = case.published.expect("checked");
+            (None, Some(within_tolerance(p, sim)))
+        }
+        Kind::Pair => {
+            let (pb, p) = (
+                case.published_base.expect("checked"),
+                case.published.expect("checked"),
+            );
+            match m.base_value {
+                None => {
+                    r.status = Status::Error;
+                    r.note = Some("the metric is not defined for the baseline run".into());
+                    return r;
+                }
+                Some(sb) => (
+                    Some(same_direction(p - pb, sim - sb)),
+                    Some(within_tolerance(pb, sb) && within_tolerance(p, sim)),
+                ),
+            }
+        }
+        Kind::NotExpressible => unreachable!("not simulated"),
+    };
+    r.direction_right = dir;
+    r.within_tolerance = tol;
+    r.status = if dir != Some(false) && tol != Some(false) {
+        Status::Pass
+    } else {
+        Status::Miss
+    };
+    r
+}
+
+/// Counts over a set of rows.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Totals {
+    pub cases: usize,
+    pub not_expressible: usize,
+    pub errors: usize,
+    /// Simulated cases with a direction to check, and those right.
+    pub with_direction: usize,
+    pub direction_right: usize,
+    /// Simulated cases with a published value, and those within tolerance.
+    pub with_value: usize,
+    pub within_tolerance: usize,
+    pub pass: usize,
+}
+
+impl Totals {
+    pub fn of<'a>(rows: impl IntoIterator<Item = &'a Row>) -> Totals {
+        let mut t = Totals::default();
+        for r in rows {
+            t.cases += 1;
+            match r.status {
+                Status::NotExpressible => t.not_expressible += 1,
+                Status::Error => t.errors += 1,
+                Status::Pass => t.pass += 1,
+                Status::Miss => {}
+            }
+            if let Some(d) = r.direction_right {
+                t.with_direction += 1;
+                t.direction_right += d as usize;
+            }
+            if let Some(w) = r.within_tolerance {
+                t.with_value += 1;
+                t.within_tolerance += w as usize;
+            }
+        }
+        t
+    }
+}
+
+/// One simulation the suite ran (several cases may share it).
+#[derive(Clone, Debug, Serialize)]
+pub struct RunInfo {
+    pub machine: String,
+    pub workload: String,
+    pub threads: usize,
+    pub config: String,
+    pub sim_ms: Option<f64>,
+    pub host_seconds: Option<f64>,
+}
+
+/// The whole scorecard.
+#[derive(Clone, Debug, Serialize)]
+pub struct Scorecard {
+    pub rows: Vec<Row>,
+    pub per_source: BTreeMap<String, Totals>,
+    pub overall: Totals,
+    pub runs: Vec<RunInfo>,
+    /// Host seconds the suite took.
+    pub host_seconds: f64,
+    pub epoch_us: f64,
+}
+
+impl Scorecard {
+    pub fn new(rows: Vec<Row>, runs: Vec<RunInfo>, host_seconds: f64, epoch_us: f64) -> Scorecard {
+        let mut per_source: BTreeMap<String, Vec<&Row>> = BTreeMap::new();
+        for r in &rows {
+            per_source.entry(r.source.clone()).or_default().push(r);
+        }
+        let per_source = per_source
+            .into_iter()
+            .map(|(s, rs)| (s, Totals::of(rs)))
+            .collect();
+        let overall = Totals::of(&rows);
+        Scorecard {
+            rows,
+            per_source,
+            overall,
+            runs,
+            host_seconds,
+            epoch_us,
+        }
+    }
+
+    /// The readable table: one row per case, then totals.
+    pub fn table(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let w = self
+            .rows
+            .iter()
+            .map(|r| r.id.len())
+            .max()
+            .unwrap_or(4)
+            .max(4);
+        let _ = writeln!(
+            out,
+            "{:<w$}  {:<26} {:>15} {:>15}  {:<5} {:<5} status",
+            "case", "metric", "published", "simulated", "dir", "tol"
+        );
+        for r in &self.rows {
+            let metric = r.metric.clone().unwrap_or_else(|| "-".into());
+            let published = match (r.published_base, r.published, r.expect) {
+                (Some(b), Some(p), _) => format!("{} → {}", num(b), num(p)),
+                (None, Some(p), _) => num(p),
+                (_, None, Some(Expect::Faster)) => "faster".into(),
+                (_, None, Some(Expect::Slower)) => "slower".into(),
+                _ => "-".into(),
+            };
+            let simulated = match (r.simulated_base, r.simulated) {
+                (Some(b), Some(s)) => format!("{} → {}", num(b), num(s)),
+                (None, Some(s)) => num(s),
+                _ => "-".into(),
+            };
+            let yn = |v: Option<bool>| match v {
+                Some(true) => "yes",
+                Some(false) => "NO",
+                None => "-",
+            };
+            let status = match r.status {
+                Status::Pass => "pass".to_string(),
+                Status::Miss => "miss".to_string(),
+                Status::NotExpressible => {
+                    format!("not expressible: {}", r.note.as_deref().unwrap_or(""))
+                }
+                Status::Error => format!("error: {}", r.note.as_deref().unwrap_or("")),
+            };
+            let _ = writeln!(
+                out,
+                "{:<w$}  {:<26} {:>15} {:>15}  {:<5} {:<5} {}",
+                r.id,
+                metric,
+                published,
+                simulated,
+                yn(r.direction_right),
+                yn(r.within_tolerance),
+                status
+            );
+        }
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "{:<8} {:>6} {:>9} {:>12} {:>16} {:>6} {:>7}",
+            "source", "cases", "not expr.", "direction", "within ±30 %", "pass", "errors"
+        );
+        let line = |out: &mut String, name: &str, t: &Totals| {
+            let _ = writeln!(
+                out,
+                "{:<8} {:>6} {:>9} {:>12} {:>16} {:>6} {:>7}",
+                name,
+                t.cases,
+                t.not_expressible,
+                format!("{}/{}", t.direction_right, t.with_direction),
+                format!("{}/{}", t.within_tolerance, t.with_value),
+                t.pass,
+                t.errors
+            );
+        };
+        for (s, t) in &self.per_source {
+            line(&mut out, s, t);
+        }
+        line(&mut out, "all", &self.overall);
+        out
+    }
+}
+
+fn num(v: f64) -> String {
+    if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tolerance_is_relative_above_three_and_absolute_below() {
+        assert!(within_tolerance(-43.0, -31.0));
+        assert!(!within_tolerance(-43.0, -30.0));
+        assert!(within_tolerance(-43.0, -55.9));
+        assert!(!within_tolerance(-43.0, -56.0));
+        assert!(within_tolerance(0.1, 1.05));
+        assert!(!within_tolerance(0.1, 1.2));
+        assert!(within_tolerance(3.0, 2.0));
+        assert!(!within_tolerance(3.0, 1.9));
+        assert!(!within_tolerance(4.0, 2.7));
+    }
+
+    #[test]
+    fn directions_agree_by_sign_or_within_a_point() {
+        assert!(same_direction(-43.0, -2.0));
+        assert!(!same_direction(-43.0, 3.0));
+        assert!(same_direction(0.0, 0.9));
+        assert!(!same_direction(0.0, 1.6));
+        assert!(same_direction(-4.0, -48.0));
+        assert!(!same_direction(58.0, -1.0));
+    }
+}
