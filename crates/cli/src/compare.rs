@@ -41,6 +41,12 @@ fn configurations(args: &SimArgs) -> Result<Vec<String>> {
 }
 
 pub fn sim(args: SimArgs) -> Result<()> {
+    if !(args.epoch_us.is_finite() && args.epoch_us > 0.0) {
+        bail!(
+            "--epoch-us {}: expected a positive number of simulated microseconds (default 20)",
+            args.epoch_us
+        );
+    }
     let configs = configurations(&args)?;
     if configs.is_empty() {
         bail!("--compare needs at least one configuration");

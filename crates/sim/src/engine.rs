@@ -36,6 +36,8 @@ pub enum SimError {
     Os(#[from] OsError),
     #[error("workload '{0}' has no threads")]
     NoThreads(String),
+    #[error("{0}")]
+    Config(String),
 }
 
 /// Where page-table entries live in the caches' line-number space: walk references compete
@@ -264,6 +266,13 @@ impl Simulator {
         let routes = Routes::compute(machine.topology.num_nodes(), &machine.links)
             .map_err(|e| merr(e.to_string()))?;
         let host_isa = cfg.max_host_isa.capped();
+        // A zero, negative or NaN epoch would never end (the loop advances time by it).
+        if !(cfg.epoch_ns.is_finite() && cfg.epoch_ns > 0.0) {
+            return Err(SimError::Config(format!(
+                "epoch length {} ns: expected a positive, finite number",
+                cfg.epoch_ns
+            )));
+        }
         cfg.task_policy
             .validate(&machine.topology.online())
             .map_err(|e| SimError::Policy(e.to_string()))?;

@@ -478,3 +478,102 @@ fn serve(backlog: &mut f64, offered: f64, bytes_per_ns: f64, epoch_ns: f64) -> (
     *backlog = queued - served;
     (served / can, *backlog / bytes_per_ns)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_resource_serves_at_most_its_capacity_and_all_of_it_while_a_backlog_waits() {
+        let (cap, epoch) = (10.0, 1000.0); // 10 bytes/ns, 10,000 bytes per epoch
+        let mut backlog = 0.0;
+        // 3 epochs offering twice the capacity, then nothing
+        let mut served = Vec::new();
+        for offered in [20_000.0, 20_000.0, 20_000.0, 0.0, 0.0, 0.0, 0.0] {
+            let (u, wait) = serve(&mut backlog, offered, cap, epoch);
+            assert!(u <= 1.0 + 1e-12, "served above capacity: {u}");
+            assert!((wait - backlog / cap).abs() < 1e-9);
+            served.push(u);
+        }
+        // full while anything waits, empty only once the 30,000 excess bytes are served
+        assert_eq!(served, vec![1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0]);
+        assert_eq!(backlog, 0.0);
+    }
+
+    #[test]
+    fn spreading_conserves_every_byte() {
+        let mut pending = 0.0;
+        let mut arrived = 0.0;
+        for offered in [5000.0, 0.0, 12_000.0, 0.0, 0.0] {
+            arrived += spread(&mut pending, offered, 0.4);
+        }
+        for _ in 0..200 {
+            arrived += spread(&mut pending, 0.0, 0.4);
+        }
+        assert!((arrived - 17_000.0).abs() < 1e-6, "{arrived}");
+    }
+
+    #[test]
+    fn memory_bound_demand_settles_in_one_step_on_the_curve() {
+        // latency 100 ns idle, 300 ns at full load, linear
+        let lat = |v: f64| 100.0 + 200.0 * v;
+        // demand that offered u = 0.8 at 100 ns: concurrency-limited threads keep 80 ns worth
+        // of lines in flight; v × lat(v) = 80, i.e. 200 v² + 100 v − 80 = 0
+        let v = settle(0.8 * 100.0, lat);
+        let exact = (-100.0 + (100.0f64 * 100.0 + 4.0 * 200.0 * 80.0).sqrt()) / 400.0;
+        assert!((v - exact).abs() < 1e-6, "{v} against {exact}");
+        assert!(v < 0.8, "the load must fall as the latency rises");
+        // demand beyond the curve's end settles at 1: the rest is the backlog's
+        assert_eq!(settle(5.0 * 300.0, lat), 1.0);
+        assert_eq!(settle(0.0, lat), 0.0);
+    }
+
+    #[test]
+    fn demand_that_ignores_latency_converges_to_its_utilisation() {
+        // compute-bound threads offer u = 0.6 whatever the latency: iterating the settle step
+        // (each epoch's demand measured at the latency the previous one set) converges
+        let lat = |v: f64| 100.0 + 400.0 * v * v;
+        let mut v = 0.0;
+        for _ in 0..50 {
+            v = settle(0.6 * lat(v), lat);
+        }
+        assert!((v - 0.6).abs() < 1e-6, "{v}");
+    }
+
+    #[test]
+    fn sustained_overload_never_grows_the_wait_geometrically() {
+        // one node streaming from its own controller at 4x its capacity every epoch it runs:
+        // its threads are held back until the backlog they made is served, so the wait stays
+        // one epoch's excess, and the bytes served per unit of time equal the capacity
+        let m = numalab_machine::preset("xeon-x5650-2n").unwrap();
+        let routes = Routes::compute(m.topology.num_nodes(), &m.links).unwrap();
+        let mut ms = MemSys::new(&m, &routes);
+        let cap = m.nodes[0].ctrl_peak_gbps; // bytes per ns
+        let epoch = 20_000.0;
+        let lines_per_epoch = (4.0 * cap * epoch / 64.0) as u64;
+        let (mut t, mut next_run, mut lines) = (0.0, 0.0, 0u64);
+        let mut max_wait: f64 = 0.0;
+        for _ in 0..2000 {
+            let runs = t >= next_run;
+            if runs {
+                for _ in 0..lines_per_epoch {
+                    ms.read(0, 0);
+                }
+                lines += lines_per_epoch;
+            }
+            let end = ms.end_epoch(epoch);
+            t += epoch;
+            if runs {
+                next_run = t + end.stall_until_ns[0];
+                max_wait = max_wait.max(end.stall_until_ns[0]);
+            }
+            assert!(ms.ctrl_util[0] <= 1.0);
+        }
+        let rate = lines as f64 * 64.0 / t;
+        assert!(
+            rate <= cap * 1.02 && rate >= cap * 0.9,
+            "served {rate} bytes/ns against a capacity of {cap}"
+        );
+        assert!(max_wait < 4.0 * epoch, "wait grew to {max_wait} ns");
+    }
+}
