@@ -103,20 +103,22 @@ fn run_key(d: &Defaults, config: &str) -> String {
     )
 }
 
-/// Simulate the cases and score them. `progress(done, total)` is called as runs finish.
-/// A failed simulation marks its cases as errors; the others are scored.
-pub fn run(
-    cases: &[SourcedCase],
-    opts: &Options,
-    progress: &(dyn Fn(usize, usize) + Sync),
-) -> Result<Scorecard> {
-    if !(opts.epoch_ns.is_finite() && opts.epoch_ns > 0.0) {
-        return Err(anyhow!(
-            "epoch length {} ns: expected a positive number",
-            opts.epoch_ns
-        ));
+/// The distinct simulations a set of cases needs, and which of them each case reads.
+pub struct Plan {
+    specs: Vec<RunSpec>,
+    per_case: Vec<Option<CaseRuns>>,
+}
+
+impl Plan {
+    /// Distinct simulations to run.
+    pub fn runs(&self) -> usize {
+        self.specs.len()
     }
-    let started = Instant::now();
+}
+
+/// Resolve every case's configurations (machine, workload, policies, pinning) without
+/// simulating: a broken case is an error before anything runs.
+pub fn plan(cases: &[SourcedCase]) -> Result<Plan> {
     // Resolve every run before simulating anything: a broken case is an error up front.
     let mut keys: HashMap<String, usize> = HashMap::new();
     let mut specs: Vec<RunSpec> = Vec::new();
@@ -151,6 +153,24 @@ pub fn run(
         per_case.push(Some(CaseRuns { base, measured }));
     }
 
+    Ok(Plan { specs, per_case })
+}
+
+/// Simulate the cases and score them. `progress(done, total)` is called as runs finish.
+/// A failed simulation marks its cases as errors; the others are scored.
+pub fn run(
+    cases: &[SourcedCase],
+    opts: &Options,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Scorecard> {
+    if !(opts.epoch_ns.is_finite() && opts.epoch_ns > 0.0) {
+        return Err(anyhow!(
+            "epoch length {} ns: expected a positive number",
+            opts.epoch_ns
+        ));
+    }
+    let started = Instant::now();
+    let Plan { specs, per_case } = plan(cases)?;
     let done = AtomicUsize::new(0);
     let total = specs.len();
     progress(0, total);

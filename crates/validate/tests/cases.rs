@@ -1,0 +1,114 @@
+//! The built-in cases are well formed, and the suite scores a real simulation end to end.
+
+use numalab_validate::{case, plan, run, score::Status, select, Options};
+
+#[test]
+fn every_builtin_case_parses_and_resolves() {
+    let all = case::builtin().expect("built-in case files parse");
+    assert!(all.len() >= 50, "only {} cases", all.len());
+    // every source of the training set is there
+    for src in ["G14", "Mi21", "M13", "Ga23", "GF09"] {
+        assert!(all.iter().any(|c| c.source.id == src), "no case from {src}");
+    }
+    // machines, workloads, configurations and policies all resolve, without simulating
+    let p = plan(&all).expect("every case resolves");
+    assert!(p.runs() > 10);
+    // the quick subset exists and is smaller
+    let quick = select(all.clone(), None, true).unwrap();
+    assert!(!quick.is_empty() && quick.len() < all.len());
+    // not-expressible cases name what is missing
+    for c in &all {
+        if let Some(why) = &c.case.not_expressible {
+            assert!(why.len() > 20, "{}: say which mechanism is missing", c.case.id);
+        }
+    }
+}
+
+#[test]
+fn a_broken_case_file_is_refused_with_its_name_and_case() {
+    let text = r#"
+[source]
+id = "X"
+citation = "nobody"
+
+[[case]]
+id = "X.1"
+cite = "table 1"
+what = "a comparison without a baseline"
+machine = "xeon-x5650-2n"
+workload = "ptrchase:bytes=1M,steps=100"
+metric = "speedup_percent"
+published = 10
+"#;
+    let err = format!("{:#}", case::parse("x.toml", text).unwrap_err());
+    assert!(err.contains("x.toml") && err.contains("X.1") && err.contains("base"), "{err}");
+    let unknown = text.replace("metric = \"speedup_percent\"", "metric = \"speed\"");
+    assert!(case::parse("x.toml", &unknown).is_err());
+}
+
+#[test]
+fn patterns_select_by_glob_or_substring_and_nothing_matched_is_an_error() {
+    let all = case::builtin().unwrap();
+    let g14 = select(all.clone(), Some("G14.*"), false).unwrap();
+    assert!(g14.iter().all(|c| c.case.id.starts_with("G14.")));
+    let lbm = select(all.clone(), Some("lbm"), false).unwrap();
+    assert!(lbm.iter().all(|c| c.case.id.contains("lbm")) && lbm.len() >= 8);
+    let err = select(all, Some("no-such-case"), false).unwrap_err().to_string();
+    assert!(err.contains("no-such-case"), "{err}");
+}
+
+/// A real (small) simulation scored: a remote pointer chase is slower than a local one.
+#[test]
+fn the_suite_simulates_and_scores_a_case() {
+    let text = r#"
+[source]
+id = "T"
+citation = "a test"
+
+[[case]]
+id = "T.remote-chase"
+cite = "test"
+what = "a remote chase is about 40 % slower"
+machine = "xeon-x5650-2n"
+workload = "ptrchase:bytes=64M,steps=20000,page=4K"
+pin = "0"
+base = "mempolicy=bind:0"
+config = "mempolicy=bind:1"
+metric = "time_increase_percent"
+published = 40
+
+[[case]]
+id = "T.wrong-way"
+cite = "test"
+what = "a case published the other way round must miss"
+machine = "xeon-x5650-2n"
+workload = "ptrchase:bytes=64M,steps=20000,page=4K"
+pin = "0"
+base = "mempolicy=bind:0"
+config = "mempolicy=bind:1"
+metric = "time_increase_percent"
+expect = "faster"
+
+[[case]]
+id = "T.missing"
+cite = "test"
+what = "not yet"
+not_expressible = "a mechanism the model does not have yet"
+"#;
+    let cases = case::parse("t.toml", text).unwrap();
+    let card = run(&cases, &Options::default(), &|_, _| {}).unwrap();
+    let row = |id: &str| card.rows.iter().find(|r| r.id == id).unwrap();
+    let chase = row("T.remote-chase");
+    let v = chase.simulated.unwrap();
+    assert!(v > 10.0 && v < 100.0, "remote chase +{v} %");
+    assert_eq!(chase.direction_right, Some(true));
+    let wrong = row("T.wrong-way");
+    assert_eq!(wrong.status, Status::Miss);
+    assert_eq!(wrong.direction_right, Some(false));
+    assert_eq!(row("T.missing").status, Status::NotExpressible);
+    assert_eq!(card.overall.cases, 3);
+    assert_eq!(card.overall.not_expressible, 1);
+    // the two simulated cases share their two runs
+    assert_eq!(card.runs.len(), 2);
+    assert!(card.table().contains("T.remote-chase"));
+}
