@@ -19,7 +19,11 @@ fn every_builtin_case_parses_and_resolves() {
     // not-expressible cases name what is missing
     for c in &all {
         if let Some(why) = &c.case.not_expressible {
-            assert!(why.len() > 20, "{}: say which mechanism is missing", c.case.id);
+            assert!(
+                why.len() > 20,
+                "{}: say which mechanism is missing",
+                c.case.id
+            );
         }
     }
 }
@@ -41,7 +45,10 @@ metric = "speedup_percent"
 published = 10
 "#;
     let err = format!("{:#}", case::parse("x.toml", text).unwrap_err());
-    assert!(err.contains("x.toml") && err.contains("X.1") && err.contains("base"), "{err}");
+    assert!(
+        err.contains("x.toml") && err.contains("X.1") && err.contains("base"),
+        "{err}"
+    );
     let unknown = text.replace("metric = \"speedup_percent\"", "metric = \"speed\"");
     assert!(case::parse("x.toml", &unknown).is_err());
 }
@@ -53,7 +60,9 @@ fn patterns_select_by_glob_or_substring_and_nothing_matched_is_an_error() {
     assert!(g14.iter().all(|c| c.case.id.starts_with("G14.")));
     let lbm = select(all.clone(), Some("lbm"), false).unwrap();
     assert!(lbm.iter().all(|c| c.case.id.contains("lbm")) && lbm.len() >= 8);
-    let err = select(all, Some("no-such-case"), false).unwrap_err().to_string();
+    let err = select(all, Some("no-such-case"), false)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("no-such-case"), "{err}");
 }
 
