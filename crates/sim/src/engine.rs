@@ -298,6 +298,11 @@ impl Simulator {
         let specs = workload.build(&mut BuildSpace { os: &mut os });
         let c = &machine.core;
         let gather_tables = specs.iter().map(|s| s.program.gather_table()).collect();
+        if let Some(nb) = os.numab.as_mut() {
+            for (t, &cpu) in cpus.iter().enumerate() {
+                nb.set_cpus_allowed(t as u32, cfg.pinning.cpus_allowed(&machine.topology, cpu));
+            }
+        }
         let threads = specs
             .into_iter()
             .zip(cpus)

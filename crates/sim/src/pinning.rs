@@ -77,6 +77,21 @@ impl fmt::Display for Pinning {
 }
 
 impl Pinning {
+    /// The CPUs a thread placed on `cpu` may run on (its affinity mask, as the OpenMP runtime
+    /// or numactl sets it): every CPU when unpinned (`None`), the node's CPUs for `sockets`
+    /// (OMP_PLACES=sockets), the one CPU otherwise (cores, or an explicit CPU list).
+    pub fn cpus_allowed(&self, topo: &Topology, cpu: CpuId) -> Option<Vec<CpuId>> {
+        match self {
+            Pinning::None => None,
+            Pinning::Sockets => topo
+                .nodes
+                .iter()
+                .find(|n| n.cpus.contains(&cpu))
+                .map(|n| n.cpus.clone()),
+            Pinning::Sockorder | Pinning::Sequential | Pinning::Cpus(_) => Some(vec![cpu]),
+        }
+    }
+
     /// The CPU of each of `threads` threads. Errors name unknown CPUs or oversubscription.
     pub fn resolve(&self, topo: &Topology, threads: usize) -> Result<Vec<CpuId>, String> {
         let nodes: Vec<&Vec<CpuId>> = topo

@@ -542,3 +542,32 @@ fn tiering_mode_promotes_slow_pages_to_the_fast_node() {
     assert_eq!(v.numa_pte_updates, v.numa_hint_faults, "{v:?}");
     assert!(on.metrics.lar_percent.unwrap() > off.metrics.lar_percent.unwrap() + 30.0);
 }
+
+/// task_numa_migrate honours affinity (issue "Trustworthy simulation II", item 9): CG with
+/// THP on two Skylake nodes makes balancing move and swap unpinned threads; pinned one per
+/// core (OMP_PLACES=cores, round robin over nodes) the same run moves none of them.
+#[test]
+fn balancing_never_moves_a_pinned_thread() {
+    let m = numalab_machine::preset("xeon-gold6130-2n").unwrap();
+    let run = |pinning: Pinning| {
+        let w = numalab_workloads::by_spec("npb-cg:class=C,niter=1,scale=0.25", 32).unwrap();
+        let cfg = SimConfig {
+            pinning,
+            thp: ThpMode::Always,
+            sample_period: 0,
+            numa_balancing: Some(NumaBalancingParams::parse("autonuma:time_scale=0.01").unwrap()),
+            ..Default::default()
+        };
+        simulate(&m, w.as_ref(), cfg)
+            .unwrap()
+            .numa_balancing
+            .unwrap()
+    };
+    let free = run(Pinning::None);
+    assert!(
+        free.task_moves + free.task_swaps > 0,
+        "the scenario must make balancing move unpinned threads"
+    );
+    let pinned = run(Pinning::Sequential);
+    assert_eq!((pinned.task_moves, pinned.task_swaps), (0, 0));
+}

@@ -416,6 +416,10 @@ struct Costs {
 }
 
 pub struct NumaBalancing {
+    /// Per thread: the CPUs it may run on (None: all). Task placement never moves a thread
+    /// outside them (task_numa_find_cpu's `cpumask_test_cpu(cpu, p->cpus_ptr)`, and for a
+    /// swap the other task's mask must hold the source CPU).
+    cpus_allowed: Vec<Option<Vec<CpuId>>>,
     pub params: NumaBalancingParams,
     nr_nodes: usize,
     costs: Costs,
@@ -500,6 +504,7 @@ impl NumaBalancing {
             pending_moves: Vec::new(),
             task_moves: 0,
             task_swaps: 0,
+            cpus_allowed: Vec::new(),
             params,
         }
     }
@@ -1361,8 +1366,24 @@ impl NumaBalancing {
             .count() as i64
     }
 
+    /// Set a thread's affinity mask (None: every CPU), as sched_setaffinity does.
+    pub fn set_cpus_allowed(&mut self, thread: u32, cpus: Option<Vec<CpuId>>) {
+        let t = thread as usize;
+        if self.cpus_allowed.len() <= t {
+            self.cpus_allowed.resize(t + 1, None);
+        }
+        self.cpus_allowed[t] = cpus;
+    }
+
+    fn may_run_on(&self, thread: u32, cpu: CpuId) -> bool {
+        match self.cpus_allowed.get(thread as usize) {
+            Some(Some(mask)) => mask.contains(&cpu),
+            _ => true,
+        }
+    }
+
     /// task_numa_migrate, simplified: load = running threads per node, capacity = CPUs per
-    /// node, no SMT, no affinity masks, no distance-weighted scores.
+    /// node, no SMT, no distance-weighted scores; affinity masks are honoured.
     fn task_numa_migrate(&mut self, p: usize) {
         let src = self.tasks[p].nid;
         let pref = self.tasks[p].preferred_nid.expect("caller checked");
@@ -1445,7 +1466,11 @@ impl NumaBalancing {
         let maymove = imb <= old_imb;
         let p_ng = self.tasks[p].numa_group;
         let smallimp = self.params.smallimp;
+        let (p_thread, src_cpu) = (self.tasks[p].thread, self.tasks[p].cpu);
         for &cpu in &self.node_cpus[dst] {
+            if !self.may_run_on(p_thread, cpu) {
+                continue;
+            }
             let best_imp = best.map_or(0, |b| b.2);
             let imp = if p_ng.is_some() { groupimp } else { taskimp };
             let cur = self.cpu_curr.get(cpu.0 as usize).copied().flatten();
@@ -1459,6 +1484,10 @@ impl NumaBalancing {
             };
             let c = cur as usize;
             if c == p || self.tasks.get(c).is_none_or(|t| !t.live) {
+                continue;
+            }
+            // a swap moves `cur` to p's CPU: its mask must allow it
+            if !self.may_run_on(self.tasks[c].thread, src_cpu) {
                 continue;
             }
             let cur_ng = self.tasks[c].numa_group;
