@@ -1,7 +1,7 @@
 //! Memory controllers and links: the contention model (docs/model.md, "Memory system").
 //!
 //! Traffic of one epoch sets the latencies of the next (DESIGN.md). A controller's latency
-//! follows its bandwidth-latency curve at the smoothed served utilisation; a link adds
+//! follows its bandwidth-latency curve at the utilisation its demand settles at; a link adds
 //! `hop_ns × shape(u)` (reference/machines.md §5.3). The curves end at the resource's
 //! capacity: load offered above it is not served faster, it waits. Every resource keeps a
 //! **backlog** of bytes offered beyond what it could serve (a fluid queue): it serves at most
@@ -51,7 +51,8 @@ pub struct MemSys {
     read_hop_ns: Vec<Vec<f64>>,
 
     // state carried across epochs
-    /// Smoothed served utilisation (0..1) per controller and per link slot.
+    /// Settled utilisation (0..1) per controller and link slot: where the curves are read
+    /// (`settle`), and what the results report as average and peak utilisation.
     ctrl_util: Vec<f64>,
     link_util: Vec<f64>,
     /// Bytes offered beyond capacity and not yet served, per controller and link slot.
