@@ -90,6 +90,8 @@ pub struct SampleCounts {
     pub unknown_source: u64,
     pub writes: u64,
     pub by_source: BTreeMap<String, u64>,
+    /// Samples the recorder took but did not keep (`FileMeta::samples_dropped`).
+    pub dropped: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -1001,7 +1003,10 @@ fn finish(acc: Acc, nodes: usize, meta: &crate::record::FileMeta, opts: &Options
         origin: meta.origin.clone(),
         nodes: n,
         sample_period: meta.sample_period,
-        samples: acc.counts.clone(),
+        samples: SampleCounts {
+            dropped: meta.samples_dropped,
+            ..acc.counts.clone()
+        },
         first_time_ns: acc.first,
         last_time_ns: acc.last,
         rate: AccessRate {
@@ -1293,6 +1298,14 @@ pub fn render_text(r: &Report) -> String {
         r.nodes,
         r.sample_period
     );
+    if r.samples.dropped > 0 {
+        let _ = writeln!(
+            w,
+            "warning: {} more samples were taken but are not in the file (the recorder's cap); \
+             shares below are of the kept samples",
+            r.samples.dropped
+        );
+    }
     let _ = writeln!(
         w,
         "  with CPU node {}, with page node {}, counted as DRAM {}, unknown source {}, writes {}",

@@ -84,6 +84,7 @@ pub fn meta() -> FileMeta {
                 kind: MappingKind::Binary,
             },
         ],
+        samples_dropped: 0,
     }
 }
 

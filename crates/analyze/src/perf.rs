@@ -603,6 +603,7 @@ impl PerfReader {
             topology,
             events,
             mappings: Vec::new(),
+            samples_dropped: 0,
         };
         Ok(PerfReader {
             path,

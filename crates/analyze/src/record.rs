@@ -167,6 +167,10 @@ pub struct FileMeta {
     pub events: Vec<String>,
     /// Mappings known before the samples (perf conversion collects them first).
     pub mappings: Vec<Mapping>,
+    /// Samples taken but not in the file: the simulator keeps at most
+    /// `SimConfig::max_samples` in memory and counts the rest (0: none dropped).
+    #[serde(default)]
+    pub samples_dropped: u64,
 }
 
 /// A chunk of a sample stream. Mappings are handed out as they appear so that a perf file is

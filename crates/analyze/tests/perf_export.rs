@@ -266,6 +266,7 @@ fn hand_built() -> (FileMeta, Vec<Record>, Vec<Mapping>) {
         topology: Some(two_nodes()),
         events: vec![],
         mappings: maps.clone(),
+        samples_dropped: 0,
     };
     (meta, recs, maps)
 }
@@ -327,6 +328,7 @@ fn simulator_samples_export_to_perf() {
         topology: Some(m.topology.clone()),
         events: vec!["memory-reference".into()],
         mappings: Vec::new(),
+        samples_dropped: 0,
     };
     assert!(res.samples.len() > 2000);
     let path = tmp("sim");

@@ -142,7 +142,17 @@ pub fn sim(args: SimArgs) -> Result<()> {
     }
     for ((p, r), spec) in sample_paths.iter().zip(&results).zip(&specs) {
         write_samples(p, r, spec, args.sample_period)?;
-        eprintln!("wrote {} ({} samples)", p.display(), r.samples.len());
+        let dropped = r.samples_taken.saturating_sub(r.samples.len() as u64);
+        if dropped > 0 {
+            eprintln!(
+                "wrote {} ({} samples; {dropped} more were taken but not kept: the simulator keeps at most {} in memory, so raise --sample-period for a complete file)",
+                p.display(),
+                r.samples.len(),
+                r.samples.len()
+            );
+        } else {
+            eprintln!("wrote {} ({} samples)", p.display(), r.samples.len());
+        }
     }
     Ok(())
 }
@@ -176,6 +186,7 @@ fn write_samples(
         topology: Some(spec.machine.topology.clone()),
         events: vec!["memory-reference".into()],
         mappings: Vec::new(),
+        samples_dropped: r.samples_taken.saturating_sub(r.samples.len() as u64),
     };
     // FILE.data: perf.data, for perf script / perf mem report.
     if p.extension().is_some_and(|e| e == "data") {

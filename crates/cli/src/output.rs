@@ -187,6 +187,19 @@ fn rows(rs: &[SimResult]) -> Vec<(String, Vec<String>)> {
             rs.iter().map(|r| r.memory_references.to_string()).collect(),
         ),
         (
+            "samples kept / taken".into(),
+            rs.iter()
+                .map(|r| {
+                    if r.samples_kept < r.samples_taken {
+                        // the in-memory cap was reached: say it, never drop silently
+                        format!("{}/{} (cap)", r.samples_kept, r.samples_taken)
+                    } else {
+                        format!("{}/{}", r.samples_kept, r.samples_taken)
+                    }
+                })
+                .collect(),
+        ),
+        (
             "host seconds".into(),
             rs.iter()
                 .map(|r| format!("{:.2}", r.host_seconds))

@@ -905,6 +905,7 @@ pub fn record(
         topology: col.nodes.topology.clone(),
         events: used.iter().map(|s| s.name.clone()).collect(),
         mappings,
+        samples_dropped: 0,
     };
     let mut reader = SampleReader::open(&spool_path)?;
     let mut out = SampleWriter::create(

@@ -1211,6 +1211,7 @@ impl Simulator {
             policy_ns,
             timeline,
             samples_taken: sh.samples_taken,
+            samples_kept: sh.samples.len() as u64,
             samples: sh.samples,
             host_seconds: started.elapsed().as_secs_f64(),
         }

@@ -79,6 +79,10 @@ pub struct MemSys {
     /// Integers: every amount is whole bytes, so the total is exact in any order.
     epoch_ctrl_bytes: Vec<u64>,
     epoch_link_bytes: Vec<f64>,
+    /// Migration copies queued from node `from` to node `to`: `[from * n + to]`, bytes.
+    copy_pending_bytes: Vec<f64>,
+    /// The rate queued copies move at, bytes per ns (`OsCosts::kernel_copy_mbps`).
+    copy_bytes_per_ns: f64,
     /// Write-backs from CPU node s to memory node d this epoch: `epoch_writes[s * n + d]`
     /// (which requesters a backlog holds back).
     epoch_writes: Vec<u64>,
@@ -158,6 +162,9 @@ impl MemSys {
             epoch_ctrl_bytes: vec![0; n],
             epoch_link_bytes: vec![0.0; slots],
             epoch_writes: vec![0; n * n],
+            copy_pending_bytes: vec![0.0; n * n],
+            // MB/s = 1e6 bytes per 1e9 ns
+            copy_bytes_per_ns: m.os.kernel_copy_mbps / 1000.0,
             ctrl_read_bytes: vec![0; n],
             ctrl_write_bytes: vec![0; n],
             served: vec![vec![0; n]; n],
@@ -258,15 +265,41 @@ impl MemSys {
     }
 
     /// Account bulk copy traffic (page migration): `bytes` read on `from`, written on `to`.
+    /// The copy is queued; `end_epoch` moves it at the kernel's copy rate (`drain_copies`),
+    /// so a large migration loads the controllers and the route while it runs rather than in
+    /// one epoch. The cumulative counters take the bytes at once.
     pub fn copy(&mut self, from: usize, to: usize, bytes: u64) {
-        let b = bytes as f64;
-        self.epoch_ctrl_bytes[from] += bytes;
-        self.epoch_ctrl_bytes[to] += bytes;
         self.ctrl_read_bytes[from] += bytes;
         self.ctrl_write_bytes[to] += bytes;
-        let wire = b * (1.0 + self.link_overhead);
-        for &l in &self.write_slots[from * self.n + to] {
-            self.epoch_link_bytes[l as usize] += wire;
+        self.copy_pending_bytes[from * self.n + to] += bytes as f64;
+    }
+
+    /// Bytes of queued copies still to move (all pairs).
+    pub fn copy_pending_bytes(&self) -> f64 {
+        self.copy_pending_bytes.iter().sum()
+    }
+
+    /// Move up to `copy_bytes_per_ns × epoch_ns` of each pair's queued copy into the epoch's
+    /// traffic: one kernel thread copies a pair's pages at a time (reference/policies.md
+    /// §10's `kernel_copy_mbps`, the in-kernel copy rate).
+    fn drain_copies(&mut self, epoch_ns: f64) {
+        let n = self.n;
+        let can = self.copy_bytes_per_ns * epoch_ns;
+        for i in 0..n * n {
+            let pending = self.copy_pending_bytes[i];
+            if pending <= 0.0 {
+                continue;
+            }
+            let b = pending.min(can);
+            self.copy_pending_bytes[i] = pending - b;
+            let (from, to) = (i / n, i % n);
+            let whole = b.round() as u64;
+            self.epoch_ctrl_bytes[from] += whole;
+            self.epoch_ctrl_bytes[to] += whole;
+            let wire = b * (1.0 + self.link_overhead);
+            for &l in &self.write_slots[i] {
+                self.epoch_link_bytes[l as usize] += wire;
+            }
         }
     }
 
@@ -275,6 +308,7 @@ impl MemSys {
     /// for the backlogs their traffic joined.
     pub fn end_epoch(&mut self, epoch_ns: f64) -> EpochEnd {
         let n = self.n;
+        self.drain_copies(epoch_ns);
         let line = self.line_bytes as u64;
         let weight = 1.0 - (-epoch_ns / DEMAND_TAU_NS).exp();
         // Lines each requesting node s put on each controller d (reads and write-backs):
@@ -539,6 +573,34 @@ mod tests {
             v = settle(0.6 * lat(v), lat);
         }
         assert!((v - 0.6).abs() < 1e-6, "{v}");
+    }
+
+    #[test]
+    fn a_migration_copy_moves_at_the_kernel_copy_rate() {
+        let m = numalab_machine::preset("xeon-x5650-2n").unwrap();
+        let routes = Routes::compute(m.topology.num_nodes(), &m.links).unwrap();
+        let mut ms = MemSys::new(&m, &routes);
+        let rate = m.os.kernel_copy_mbps / 1000.0; // bytes per ns
+        let epoch = 20_000.0;
+        let bytes = 64u64 << 20;
+        ms.copy(0, 1, bytes);
+        // counted at once, but carried epoch by epoch at the copy rate
+        assert_eq!(ms.ctrl_read_bytes(0), bytes);
+        let mut epochs = 0;
+        let mut carried = 0.0;
+        while ms.copy_pending_bytes() > 0.0 {
+            let end = ms.end_epoch(epoch);
+            assert!(
+                end.ctrl_bytes[0] <= rate * epoch + 1.0,
+                "{}",
+                end.ctrl_bytes[0]
+            );
+            carried += end.ctrl_bytes[1];
+            epochs += 1;
+        }
+        assert!((carried - bytes as f64).abs() < epochs as f64, "{carried}");
+        let expected = (bytes as f64 / (rate * epoch)).ceil() as usize;
+        assert_eq!(epochs, expected);
     }
 
     #[test]

@@ -128,6 +128,10 @@ pub struct SimResult {
     pub policy_ns: f64,
     pub timeline: Vec<TimelinePoint>,
     pub samples_taken: u64,
+    /// Samples kept in `samples` (at most `SimConfig::max_samples`); `samples_taken −
+    /// samples_kept` were counted but dropped, and the table and sample files say so.
+    #[serde(default)]
+    pub samples_kept: u64,
     /// Samples kept (bounded by the sampler's buffer); not written to JSON by default.
     #[serde(skip)]
     pub samples: Vec<AccessSample>,
