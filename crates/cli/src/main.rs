@@ -218,8 +218,8 @@ pub struct SimArgs {
     /// FILE-1.arrows, FILE-2.arrows, ...
     #[arg(long, value_name = "FILE")]
     pub samples_out: Option<PathBuf>,
-    /// Epoch length in simulated microseconds.
-    #[arg(long, default_value_t = 20.0)]
+    /// Epoch length in simulated microseconds (positive; results do not depend on it).
+    #[arg(long, default_value_t = 20.0, allow_negative_numbers = true)]
     pub epoch_us: f64,
     /// One access sample every N memory references (0 = off).
     #[arg(long, default_value_t = 4099)]

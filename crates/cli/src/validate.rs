@@ -33,7 +33,7 @@ pub struct ValidateArgs {
     #[arg(long, value_name = "FILE")]
     write_passing: Option<PathBuf>,
     /// Epoch length in simulated microseconds.
-    #[arg(long, default_value_t = 20.0)]
+    #[arg(long, default_value_t = 20.0, allow_negative_numbers = true)]
     epoch_us: f64,
     /// Host threads (default: all cores).
     #[arg(long)]

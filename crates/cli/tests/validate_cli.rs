@@ -18,6 +18,18 @@ fn text(b: &[u8]) -> String {
 fn epoch_lengths_that_would_never_end_are_refused() {
     for bad in ["0", "NaN", "-1", "inf"] {
         let arg = format!("--epoch-us={bad}");
+        if bad == "-1" {
+            // also as a separate value: our message, not clap's "unexpected argument"
+            let out = numalab(&[
+                "sim",
+                "-q",
+                "-w",
+                "ptrchase:bytes=1M,steps=10",
+                "--epoch-us",
+                bad,
+            ]);
+            assert!(text(&out.stderr).contains("expected a positive number"));
+        }
         let out = numalab(&["sim", "-q", "-w", "ptrchase:bytes=1M,steps=10", &arg]);
         assert!(!out.status.success(), "--epoch-us {bad} was accepted");
         let err = text(&out.stderr);
