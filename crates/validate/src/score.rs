@@ -2,6 +2,7 @@
 //! rows, totals per source and overall.
 
 use crate::case::{Expect, Kind, SourcedCase};
+use crate::metric::Metric;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -134,11 +135,14 @@ pub fn score(c: &SourcedCase, m: Measured) -> Row {
     let case = &c.case;
     let (dir, tol) = match case.kind() {
         Kind::Direction => {
-            let want = match (case.expect, case.metric.map(|m| m.name())) {
-                (Some(Expect::Faster), Some("time increase %")) => -1,
-                (Some(Expect::Slower), Some("time increase %")) => 1,
-                (Some(Expect::Faster), _) => 1,
-                _ => -1,
+            // a faster run has a positive speedup or improvement, a negative time increase
+            let faster_sign = match case.metric {
+                Some(Metric::TimeIncreasePercent) => -1,
+                _ => 1,
+            };
+            let want = match case.expect {
+                Some(Expect::Faster) => faster_sign,
+                _ => -faster_sign,
             };
             (Some(direction(sim) == want), None)
         }
