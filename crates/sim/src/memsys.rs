@@ -49,6 +49,9 @@ pub struct MemSys {
     /// Idle latency each link of `read_slots` adds at its position on the route (a link may
     /// add less as a second hop, e.g. Barcelona's +30 then +25 ns).
     read_hop_ns: Vec<Vec<f64>>,
+    /// Per link slot: the node pairs `s * n + d` whose read or write route crosses it,
+    /// ascending (whose latencies make up the path a slot's requesters see).
+    slot_pairs: Vec<Vec<usize>>,
 
     // state carried across epochs
     /// Settled utilisation (0..1) per controller and link slot: where the curves are read
@@ -136,6 +139,14 @@ impl MemSys {
                 link_hop_ns[i * 2 + dir] = l.hop_ns;
             }
         }
+        let mut slot_pairs = vec![Vec::new(); slots];
+        for (i, (r, w)) in read_slots.iter().zip(&write_slots).enumerate() {
+            for (l, pairs) in slot_pairs.iter_mut().enumerate() {
+                if r.contains(&(l as u16)) || w.contains(&(l as u16)) {
+                    pairs.push(i);
+                }
+            }
+        }
         let mut ms = MemSys {
             n,
             line_bytes: 64.0,
@@ -148,6 +159,7 @@ impl MemSys {
             read_slots,
             write_slots,
             read_hop_ns,
+            slot_pairs,
             ctrl_util: vec![0.0; n],
             link_util: vec![0.0; slots],
             ctrl_backlog_bytes: vec![0.0; n],
@@ -275,7 +287,8 @@ impl MemSys {
     }
 
     /// Bytes of queued copies still to move (all pairs).
-    pub fn copy_pending_bytes(&self) -> f64 {
+    #[cfg(test)]
+    fn copy_pending_bytes(&self) -> f64 {
         self.copy_pending_bytes.iter().sum()
     }
 
@@ -380,27 +393,17 @@ impl MemSys {
             let offered = bytes / (cap * epoch_ns);
             let hop = self.link_hop_ns[l];
             let own = hop * self.link_shape.at(self.link_util[l]);
+            // each requesting node's mean path latency over its pairs routed across this
+            // slot, weighted by its lines on the slot
             let (mut path, mut lines) = (0.0, 0u64);
-            for s in 0..n {
-                let by_s = link_from[l * n + s];
+            for pairs in self.slot_pairs[l].chunk_by(|a, b| a / n == b / n) {
+                let by_s = link_from[l * n + pairs[0] / n];
                 if by_s == 0 {
                     continue;
                 }
-                // the requesters' mean path latency over the pairs routed across this slot
-                let (mut sum, mut cnt) = (0.0, 0);
-                for d in 0..n {
-                    let i = s * n + d;
-                    if self.read_slots[i].contains(&(l as u16))
-                        || self.write_slots[i].contains(&(l as u16))
-                    {
-                        sum += self.lat_ns[i];
-                        cnt += 1;
-                    }
-                }
-                if cnt > 0 {
-                    path += by_s as f64 * sum / cnt as f64;
-                    lines += by_s;
-                }
+                let sum: f64 = pairs.iter().map(|&i| self.lat_ns[i]).sum();
+                path += by_s as f64 * sum / pairs.len() as f64;
+                lines += by_s;
             }
             let path = if lines > 0 { path / lines as f64 } else { own };
             let rest = (path - own).max(0.0);
@@ -438,12 +441,7 @@ impl MemSys {
         }
     }
 
-    /// Bytes waiting beyond capacity at each controller (0 when it keeps up).
-    pub fn ctrl_backlog_bytes(&self) -> &[f64] {
-        &self.ctrl_backlog_bytes
-    }
-
-    /// Current smoothed utilisation of each controller (0..1+).
+    /// Current settled utilisation of each controller (0..1).
     pub fn ctrl_utilisation(&self) -> &[f64] {
         &self.ctrl_util
     }
