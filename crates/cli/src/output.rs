@@ -151,6 +151,23 @@ fn rows(rs: &[SimResult]) -> Vec<(String, Vec<String>)> {
             rs.iter().map(|r| opt(r.metrics.mpki, 2)).collect(),
         ),
         (
+            // the out-of-order window (docs/model.md, "Compute and memory overlap")
+            "compute under misses (%)".into(),
+            rs.iter()
+                .map(|r| {
+                    let (c, o) = r
+                        .per_thread
+                        .iter()
+                        .fold((0.0, 0.0), |(c, o), t| (c + t.compute_ns, o + t.overlap_ns));
+                    if c > 0.0 {
+                        format!("{:.1}", 100.0 * o / c)
+                    } else {
+                        "-".into()
+                    }
+                })
+                .collect(),
+        ),
+        (
             "faults 4K / 2M / 1G".into(),
             rs.iter()
                 .map(|r| {

@@ -24,7 +24,7 @@ use crate::hwloc::{self, HwlocDefaults};
 use crate::validate::{self, Problem};
 use crate::{
     cpulist, preset, preset_ids, CacheGeom, CoreParams, Curve, Link, Machine, MachineError, NodeHw,
-    OsCosts, TlbConfig, TlbPool,
+    OsCosts, PscConfig, TlbConfig, TlbPool,
 };
 use numalab_core::{NodeId, NodeInfo, PageSize, Topology};
 use serde::Deserialize;
@@ -112,6 +112,7 @@ struct CoreRaw {
     ghz: Option<f64>,
     threads_per_core: Option<u32>,
     concurrency_lines: Option<f64>,
+    rob_entries: Option<u32>,
     private_cache: Option<CacheRaw>,
     private_hit_ns: Option<f64>,
     llc_hit_ns: Option<f64>,
@@ -150,6 +151,47 @@ struct TlbRaw {
     l2: Option<Vec<PoolRaw>>,
     l2_hit_ns: Option<f64>,
     walk_base_ns: Option<f64>,
+    psc: Option<PscRaw>,
+}
+
+/// `psc = { pde_entries = 32, pdpte_entries = 4 }` (Intel) or `psc = { unified_entries = 24 }`
+/// (AMD).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PscRaw {
+    pde_entries: Option<u32>,
+    pdpte_entries: Option<u32>,
+    unified_entries: Option<u32>,
+}
+
+fn psc(raw: PscRaw, old: Option<PscConfig>) -> Result<PscConfig, Problem> {
+    match (raw.pde_entries, raw.pdpte_entries, raw.unified_entries) {
+        (None, None, Some(entries)) => Ok(PscConfig::Unified { entries }),
+        (pde, pdpte, None) if pde.is_some() || pdpte.is_some() => {
+            let (d_pde, d_pdpte) = match old.unwrap_or_default() {
+                PscConfig::Split {
+                    pde_entries,
+                    pdpte_entries,
+                } => (pde_entries, pdpte_entries),
+                PscConfig::Unified { .. } => match PscConfig::DEFAULT {
+                    PscConfig::Split {
+                        pde_entries,
+                        pdpte_entries,
+                    } => (pde_entries, pdpte_entries),
+                    PscConfig::Unified { .. } => unreachable!("the default is split"),
+                },
+            };
+            Ok(PscConfig::Split {
+                pde_entries: pde.unwrap_or(d_pde),
+                pdpte_entries: pdpte.unwrap_or(d_pdpte),
+            })
+        }
+        _ => Err(Problem::new(
+            "core.tlb.psc",
+            "neither or both of the split (pde_entries, pdpte_entries) and unified forms",
+            "{ pde_entries = N, pdpte_entries = M } (one cache per level, Intel) or { unified_entries = N } (AMD)",
+        )),
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -499,6 +541,10 @@ fn resolve(
             "core.tlb.walk_base_ns",
             "the fixed page-walk cost in ns",
         )?,
+        psc: match rt.psc {
+            Some(raw) => psc(raw, ot.map(|t| t.psc))?,
+            None => ot.map(|t| t.psc).unwrap_or_default(),
+        },
     };
     let core = CoreParams {
         ghz: pick(
@@ -513,6 +559,10 @@ fn resolve(
             "core.concurrency_lines",
             "the misses one core keeps in flight",
         )?,
+        rob_entries: rc
+            .rob_entries
+            .or(oc.map(|c| c.rob_entries))
+            .unwrap_or(crate::DEFAULT_ROB_ENTRIES),
         private_cache: cache(
             "core.private_cache",
             rc.private_cache,
@@ -910,6 +960,7 @@ pub(crate) fn to_toml(m: &Machine) -> String {
     let _ = writeln!(s, "ghz = {}", num(c.ghz));
     let _ = writeln!(s, "threads_per_core = {}", m.topology.smt);
     let _ = writeln!(s, "concurrency_lines = {}", num(c.concurrency_lines));
+    let _ = writeln!(s, "rob_entries = {}", c.rob_entries);
     let _ = writeln!(
         s,
         "private_cache = {{ bytes = {}, ways = {} }}",
@@ -920,6 +971,16 @@ pub(crate) fn to_toml(m: &Machine) -> String {
     let _ = writeln!(s, "\n[core.tlb]");
     let _ = writeln!(s, "l2_hit_ns = {}", num(c.tlb.l2_hit_ns));
     let _ = writeln!(s, "walk_base_ns = {}", num(c.tlb.walk_base_ns));
+    let _ = match c.tlb.psc {
+        PscConfig::Split {
+            pde_entries,
+            pdpte_entries,
+        } => writeln!(
+            s,
+            "psc = {{ pde_entries = {pde_entries}, pdpte_entries = {pdpte_entries} }}"
+        ),
+        PscConfig::Unified { entries } => writeln!(s, "psc = {{ unified_entries = {entries} }}"),
+    };
     let _ = writeln!(s, "l1 = {}", pool_list(&c.tlb.l1));
     let _ = writeln!(s, "l2 = {}", pool_list(&c.tlb.l2));
 

@@ -54,6 +54,9 @@ pub struct HwlocDefaults {
     pub ghz: f64,
     /// Misses in flight per core (§5.4, "≈ 16-20 for Haswell and later"). 16.
     pub concurrency_lines: f64,
+    /// Reorder-buffer entries per core: 224, Skylake-SP's (Intel optimization manual,
+    /// §2.6.1), as the other defaults.
+    pub rob_entries: u32,
     /// Private cache when the file has no per-core L2: 1 MiB, 16-way (Skylake-SP L2).
     pub private_cache: CacheGeom,
     /// Load-to-use latency of a private-cache hit, ns: 14 cycles at 2.5 GHz = 5.6.
@@ -101,6 +104,7 @@ impl Default for HwlocDefaults {
         HwlocDefaults {
             ghz,
             concurrency_lines: 16.0,
+            rob_entries: 224,
             private_cache: CacheGeom {
                 bytes: 1 << 20,
                 ways: 16,
@@ -140,6 +144,7 @@ impl Default for HwlocDefaults {
                 ],
                 l2_hit_ns: 7.0 / ghz,
                 walk_base_ns: 4.0,
+                psc: crate::PscConfig::DEFAULT,
             },
             idle_local_ns: 90.0,
             ctrl_peak_gbps: 50.0,
@@ -1526,6 +1531,7 @@ pub fn import_parsed_detailed(
         core: CoreParams {
             ghz: d.ghz,
             concurrency_lines: d.concurrency_lines,
+            rob_entries: d.rob_entries,
             private_cache,
             private_hit_ns: d.private_hit_ns,
             llc_hit_ns: d.llc_hit_ns,

@@ -58,9 +58,52 @@ pub struct TlbConfig {
     pub l2: Vec<TlbPool>,
     /// Extra latency of a hit in the second level, ns.
     pub l2_hit_ns: f64,
-    /// Fixed cost of a page walk besides its memory references (paging-structure caches,
-    /// walker pipeline), ns.
+    /// Fixed cost of a page walk besides its memory references (the walker pipeline), ns.
     pub walk_base_ns: f64,
+    /// The paging-structure caches: upper-level entries a walk finds without a memory
+    /// reference. Absent in a machine file: [`PscConfig::DEFAULT`].
+    #[serde(default)]
+    pub psc: PscConfig,
+}
+
+/// Paging-structure caches (Intel SDM vol. 3A §4.10.3): Intel keeps one per level, AMD one
+/// unified page walk cache. The sizes are not documented by the vendors; the presets take
+/// them from the papers that measured or modelled them (each preset says which).
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PscConfig {
+    /// A PDE cache (2 MiB of address space an entry) and a PDPTE cache (1 GiB an entry).
+    Split {
+        pde_entries: u32,
+        pdpte_entries: u32,
+    },
+    /// One cache for the entries of every level.
+    Unified { entries: u32 },
+}
+
+impl PscConfig {
+    /// Intel's since Nehalem as Bhattacharjee models it ("Large-reach memory management unit
+    /// caches", MICRO 2013: 32-entry PDE cache, 4-entry PDPTE cache), E.
+    pub const DEFAULT: PscConfig = PscConfig::Split {
+        pde_entries: 32,
+        pdpte_entries: 4,
+    };
+}
+
+impl Default for PscConfig {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// The reorder buffer of a machine file that does not give one: 128 entries, Nehalem's and
+/// Westmere's (Intel 64 and IA-32 Architectures Optimization Reference Manual, §2.5.3.1) and
+/// Bulldozer's retire queue (AMD Software Optimization Guide for Family 15h, §2.11), the
+/// middle of the presets' range (72 on K10 to 224 on Skylake-SP).
+pub const DEFAULT_ROB_ENTRIES: u32 = 128;
+
+fn default_rob_entries() -> u32 {
+    DEFAULT_ROB_ENTRIES
 }
 
 /// Per-core parameters (all cores of a preset are alike).
@@ -69,6 +112,11 @@ pub struct CoreParams {
     pub ghz: f64,
     /// Cache misses one core keeps in flight (reference/machines.md §5.4); SMT siblings share it.
     pub concurrency_lines: f64,
+    /// Reorder-buffer entries: how many instructions past an outstanding miss the core can
+    /// execute before it stalls, i.e. how much compute hides under independent misses
+    /// (docs/model.md, "Compute and memory overlap"). Absent in a machine file: 128.
+    #[serde(default = "default_rob_entries")]
+    pub rob_entries: u32,
     /// The private cache filter (the core's L2, or its module's).
     pub private_cache: CacheGeom,
     /// Load-to-use latency of a private-cache (L2) hit, ns.

@@ -225,8 +225,9 @@ pub fn summary(m: &Machine) -> String {
     );
     let _ = writeln!(
         s,
-        "  concurrency      {} lines in flight",
-        trim(c.concurrency_lines, 2)
+        "  concurrency      {} lines in flight, {}-entry reorder buffer",
+        trim(c.concurrency_lines, 2),
+        c.rob_entries
     );
     let _ = writeln!(
         s,
@@ -245,8 +246,17 @@ pub fn summary(m: &Machine) -> String {
     );
     let _ = writeln!(
         s,
-        "  page walk        +{} ns besides its memory references",
-        trim(c.tlb.walk_base_ns, 2)
+        "  page walk        +{} ns besides its memory references; {}",
+        trim(c.tlb.walk_base_ns, 2),
+        match c.tlb.psc {
+            crate::PscConfig::Split {
+                pde_entries,
+                pdpte_entries,
+            } =>
+                format!("paging-structure caches: {pde_entries} PDE, {pdpte_entries} PDPTE entries"),
+            crate::PscConfig::Unified { entries } =>
+                format!("page walk cache: {entries} entries, all levels"),
+        }
     );
 
     let _ = write!(

@@ -208,6 +208,13 @@ pub(crate) fn check(m: &Machine) -> Result<(), Problem> {
             "misses one core keeps in flight, at least 1 (reference/machines.md §5.4)",
         ));
     }
+    if !(1..=4096).contains(&c.rob_entries) {
+        return Err(Problem::new(
+            "core.rob_entries",
+            format!("{}", c.rob_entries),
+            "reorder-buffer entries per core, 1 to 4096 (72 on K10, 224 on Skylake-SP)",
+        ));
+    }
     cache("core.private_cache", &c.private_cache)?;
     positive(
         "core.private_hit_ns",
@@ -248,6 +255,20 @@ pub(crate) fn check(m: &Machine) -> Result<(), Problem> {
         c.tlb.walk_base_ns,
         "the fixed page-walk cost in ns, 0 or more",
     )?;
+    let psc_entries = match c.tlb.psc {
+        crate::PscConfig::Split {
+            pde_entries,
+            pdpte_entries,
+        } => [pde_entries, pdpte_entries],
+        crate::PscConfig::Unified { entries } => [entries, 0],
+    };
+    if psc_entries.iter().any(|&e| e > 4096) {
+        return Err(Problem::new(
+            "core.tlb.psc",
+            format!("{psc_entries:?} entries"),
+            "at most 4096 entries per paging-structure cache (0: none; real ones hold 2-64)",
+        ));
+    }
 
     for (i, (hw, info)) in m.nodes.iter().zip(&topo.nodes).enumerate() {
         let k = |s: &str| format!("node[{i}].{s}");

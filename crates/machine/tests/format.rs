@@ -37,6 +37,39 @@ fn every_preset_round_trips_through_toml() {
 }
 
 #[test]
+fn paging_structure_caches_and_rob_parse_and_refuse_mixed_forms() {
+    let amd = Machine::from_toml_str(
+        "base = \"xeon-gold6130-2n\"\n[core]\nrob_entries = 72\n[core.tlb]\npsc = { unified_entries = 24 }\n",
+        "t.toml",
+    )
+    .unwrap();
+    assert_eq!(amd.core.rob_entries, 72);
+    assert_eq!(
+        amd.core.tlb.psc,
+        numalab_machine::PscConfig::Unified { entries: 24 }
+    );
+    // one level named: the other keeps the base's size
+    let intel = Machine::from_toml_str(
+        "base = \"xeon-gold6130-2n\"\n[core.tlb]\npsc = { pde_entries = 64 }\n",
+        "t.toml",
+    )
+    .unwrap();
+    assert_eq!(
+        intel.core.tlb.psc,
+        numalab_machine::PscConfig::Split {
+            pde_entries: 64,
+            pdpte_entries: 4
+        }
+    );
+    let e = err(
+        "base = \"xeon-gold6130-2n\"\n[core.tlb]\npsc = { pde_entries = 8, unified_entries = 4 }\n",
+    );
+    assert!(e.contains("core.tlb.psc"), "{e}");
+    let e = err("base = \"xeon-gold6130-2n\"\n[core]\nrob_entries = 0\n");
+    assert!(e.contains("core.rob_entries"), "{e}");
+}
+
+#[test]
 fn round_trip_keeps_optional_fields() {
     let mut m = preset("opteron8347he-4n").unwrap();
     m.nodes[2].os_index = Some(7);

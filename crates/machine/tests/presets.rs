@@ -250,7 +250,15 @@ fn cpu_numbering_memory_and_smt() {
     let x = preset("xeon-x5650-2n").unwrap();
     assert_eq!((x.topology.smt, x.topology.num_cpus()), (2, 24));
     assert_eq!(x.topology.nodes[1].cpus.first(), Some(&CpuId(12)));
-    assert_eq!(x.core.concurrency_lines, 16.0);
+    assert_eq!(x.core.concurrency_lines, 14.0);
+    assert_eq!(x.core.rob_entries, 128);
+    assert_eq!(
+        x.core.tlb.psc,
+        numalab_machine::PscConfig::Split {
+            pde_entries: 32,
+            pdpte_entries: 4
+        }
+    );
     assert_eq!(x.topology.nodes[0].mem_bytes, 12 * GIB);
 
     let b = preset("opteron8347he-4n").unwrap();
@@ -328,4 +336,20 @@ fn summaries_render() {
         t.contains("8 × 8") && t.contains("512 GiB") && t.contains("2 × 22, SMT 2"),
         "{t}"
     );
+}
+
+/// Every preset names its reorder buffer (72 on K10 to 224 on Skylake-SP), and the AMD
+/// presets a unified page walk cache.
+#[test]
+fn presets_carry_their_rob_and_paging_structure_caches() {
+    for id in numalab_machine::preset_ids() {
+        let m = preset(id).unwrap();
+        assert!((72..=224).contains(&m.core.rob_entries), "{id}");
+    }
+    let amd = preset("opteron6272-8n").unwrap();
+    assert_eq!(
+        amd.core.tlb.psc,
+        numalab_machine::PscConfig::Unified { entries: 24 }
+    );
+    assert_eq!(amd.core.rob_entries, 128);
 }

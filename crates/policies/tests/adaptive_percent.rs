@@ -111,7 +111,7 @@ fn remote_share_stays_zero_under_light_load() {
     // Two STREAM processes cannot load node 0's controller above u_hi: p stays 0, no task
     // policy is set and no page moves.
     let (pol, log) = adaptive("adaptive-percent:period_ms=0.5,move=1");
-    let r = stream_on_node0(2, 65536, 10, Some(pol));
+    let r = stream_on_node0(2, 65536, 20, Some(pol));
     let rounds = log.lock().unwrap().clone();
     print_rounds(&rounds);
     assert!(rounds.len() >= 5, "{} rounds", rounds.len());

@@ -8,6 +8,7 @@ use crate::config::{Progress, SimConfig};
 use crate::hw::cache::{CacheOutcome, SetAssocCache};
 use crate::hw::compact_cache::CompactCache;
 use crate::hw::host_isa::{Avx2, Avx512, Baseline, HostIsa};
+use crate::hw::overlap::Window;
 use crate::hw::private_cache::{Build, On, PrivateCache, PrivateLayout};
 use crate::hw::tlb::{Tlb, TlbOutcome};
 use crate::memsys::MemSys;
@@ -89,6 +90,7 @@ const SHORT_RUN_LINES: u32 = 32;
 /// Figures copied out of the machine description for the hot path.
 struct Params {
     inv_conc: f64,
+    rob_entries: f64,
     private_hit_ns: f64,
     llc_hit_ns: f64,
     tlb_l2_hit_ns: f64,
@@ -114,6 +116,9 @@ struct RefKind {
     /// Latency multiplier: 1 for a dependent read (a walk, a pointer chase), else
     /// 1 / concurrency (independent misses overlap).
     overlap: f64,
+    /// 1 where the reference's time can overlap compute (an independent reference), 0 for
+    /// a dependent one (docs/model.md, "Compute and memory overlap").
+    hide: f64,
     /// `private_hit_ns · overlap`.
     private_hit_ns: f64,
     /// `llc_hit_ns · overlap`.
@@ -133,6 +138,7 @@ impl RefKind {
         RefKind {
             write,
             overlap,
+            hide: if dependent { 0.0 } else { 1.0 },
             private_hit_ns: p.private_hit_ns * overlap,
             llc_hit_ns: p.llc_hit_ns * overlap,
         }
@@ -179,6 +185,13 @@ struct Thread {
     victim_hints: bool,
     tlb: Tlb,
     l2: PrivateCache,
+    /// Time of the independent references so far, ns: what compute may overlap.
+    indep_ns: f64,
+    /// The core's instruction window (hw/overlap.rs).
+    window: Window,
+    /// The clock at the start of the current turn: overlap never takes the clock back
+    /// past it.
+    turn_clock: f64,
     s: ThreadStats,
     phase: Option<(u16, f64, u64)>,
     phase_names: &'static [&'static str],
@@ -331,6 +344,9 @@ impl Simulator {
                     victim_hints: false,
                     tlb: Tlb::new(&c.tlb),
                     l2: PrivateCache::new(c.private_cache.bytes, c.private_cache.ways, host_isa),
+                    indep_ns: 0.0,
+                    window: Window::default(),
+                    turn_clock: 0.0,
                     s: ThreadStats {
                         thread: i as u32,
                         task: spec.task.0,
@@ -366,6 +382,7 @@ impl Simulator {
             .unwrap_or(0);
         let p = Params {
             inv_conc: 1.0 / c.concurrency_lines.max(1.0),
+            rob_entries: c.rob_entries as f64,
             private_hit_ns: c.private_hit_ns,
             llc_hit_ns: c.llc_hit_ns,
             tlb_l2_hit_ns: c.tlb.l2_hit_ns,
@@ -652,6 +669,7 @@ impl Simulator {
         let (refs, misses) = (th.s.loads + th.s.stores, th.s.private_misses);
         th.victim_hints = (misses - th.turn_start.1) * 4 > refs - th.turn_start.0;
         th.turn_start = (refs, misses);
+        th.turn_clock = th.clock;
         // an op interrupted at the last epoch's end goes on first
         if th.clock < end {
             let done = match th.pending.take() {
@@ -750,11 +768,19 @@ impl Simulator {
                     instructions,
                 } => {
                     let ns = cycles as f64 * sh.p.inv_ghz;
-                    th.clock += ns;
+                    let refs = th.s.loads + th.s.stores;
+                    let hidden =
+                        th.window
+                            .compute(ns, instructions, sh.p.rob_entries, th.indep_ns, refs);
+                    // what was hidden is taken back, but never past the turn's start
+                    let hidden = hidden.min(th.clock + ns - th.turn_clock);
+                    th.clock += ns - hidden;
                     th.s.compute_ns += ns;
+                    th.s.overlap_ns += hidden;
                     th.s.instructions += instructions as u64;
                 }
                 Op::Barrier => {
+                    th.window.serialise(th.indep_ns, th.s.loads + th.s.stores);
                     th.waiting = true;
                     return Ok(());
                 }
@@ -1438,6 +1464,10 @@ fn translate<B: Build>(
     let mut cost = 0.0;
     if pte.needs_fault() {
         cost += slow_path(th, sh, addr, pte)?;
+        // a trap: nothing overlaps across it (its own cost joins `indep_ns` with the
+        // reference's, so the mark goes past it)
+        th.window
+            .serialise(th.indep_ns + cost, th.s.loads + th.s.stores);
         pte = sh.os.pt.get(addr);
     }
     let size = pte.size();
@@ -1451,19 +1481,41 @@ fn translate<B: Build>(
         TlbOutcome::Miss => {
             th.s.dtlb_l1_misses[size.index()] += 1;
             th.s.page_walks[size.index()] += 1;
-            th.s.walk_refs += 1;
-            // the leaf entry (8 per line) goes through the caches; upper levels hit the
-            // paging-structure caches (walk_base_ns)
-            let pt_line = sh.p.pt_lines.line(addr, size);
+            // the upper-level entries the paging-structure caches miss (hw/psc.rs), then the
+            // leaf (8 entries per line), each a dependent reference through the caches; a
+            // PDE's line is a 2 MiB page's leaf line, a PDPTE's a 1 GiB page's
+            let up = th.tlb.walk_levels(addr, size);
             let walk = RefKind::with(&sh.p, false, true);
-            let (ns, _, missed) = hierarchy(b, th, sh, pt_line, home, &walk);
-            if missed {
-                th.s.walk_private_misses += 1;
+            cost += sh.p.walk_base_ns;
+            for (needed, level) in [(up.pdpte, PageSize::Giant1G), (up.pde, PageSize::Huge2M)] {
+                if needed {
+                    cost += walk_ref(b, th, sh, sh.p.pt_lines.line(addr, level), home, &walk);
+                }
             }
-            cost += sh.p.walk_base_ns + ns;
+            let leaf = sh.p.pt_lines.line(addr, size);
+            cost += walk_ref(b, th, sh, leaf, home, &walk);
         }
     }
     Ok((cost, home, size))
+}
+
+/// One page-walk reference to page-table line `line`: its latency, counted as a walk
+/// reference (and a walk-caused private miss where it missed).
+#[inline(always)]
+fn walk_ref<B: Build>(
+    b: B,
+    th: &mut Thread,
+    sh: &mut Shared,
+    line: u64,
+    home: usize,
+    walk: &RefKind,
+) -> f64 {
+    th.s.walk_refs += 1;
+    let (ns, _, missed) = hierarchy(b, th, sh, line, home, walk);
+    if missed {
+        th.s.walk_private_misses += 1;
+    }
+    ns
 }
 
 /// The data part of a reference whose translation cost `cost`: caches, memory, counters,
@@ -1494,6 +1546,7 @@ fn reference<B: Build, const TRANSLATED: bool>(
     }
     th.clock += cost;
     th.s.memory_ns += cost;
+    th.indep_ns += cost * rk.hide;
     if sh.sample_period > 0 {
         sh.sample_countdown -= 1;
         if sh.sample_countdown == 0 {

@@ -14,8 +14,12 @@ pub struct ThreadStats {
     pub cpu: u32,
     pub node: u16,
     pub time_ns: f64,
+    /// Compute ops' time, all of it; `overlap_ns` of it ran under independent misses
+    /// (hw/overlap.rs), so a thread's time is compute + memory + faults + waits − overlap.
     pub compute_ns: f64,
     pub memory_ns: f64,
+    #[serde(default)]
+    pub overlap_ns: f64,
     pub fault_ns: f64,
     pub barrier_wait_ns: f64,
     pub migration_ns: f64,

@@ -545,7 +545,9 @@ fn tiering_mode_promotes_slow_pages_to_the_fast_node() {
 
 /// task_numa_migrate honours affinity (issue "Trustworthy simulation II", item 9): CG with
 /// THP on two Skylake nodes makes balancing move and swap unpinned threads; pinned one per
-/// core (OMP_PLACES=cores, round robin over nodes) the same run moves none of them.
+/// core (OMP_PLACES=cores, round robin over nodes) the same run moves none of them. The
+/// per-operation costs stay at full size (`scale_costs=0`): the scenario only has to make
+/// placement act on unpinned threads, and it does so in this short run with them.
 #[test]
 fn balancing_never_moves_a_pinned_thread() {
     let m = numalab_machine::preset("xeon-gold6130-2n").unwrap();
@@ -555,7 +557,9 @@ fn balancing_never_moves_a_pinned_thread() {
             pinning,
             thp: ThpMode::Always,
             sample_period: 0,
-            numa_balancing: Some(NumaBalancingParams::parse("autonuma:time_scale=0.01").unwrap()),
+            numa_balancing: Some(
+                NumaBalancingParams::parse("autonuma:time_scale=0.01,scale_costs=0").unwrap(),
+            ),
             ..Default::default()
         };
         simulate(&m, w.as_ref(), cfg)

@@ -1,7 +1,10 @@
-//! Hardware lookup structures on the simulator's hot path: caches and TLBs.
+//! Hardware lookup structures on the simulator's hot path: caches and TLBs; and the core's
+//! instruction window (compute overlapping memory).
 
 pub mod cache;
 pub(crate) mod compact_cache;
 pub mod host_isa;
+pub mod overlap;
 pub(crate) mod private_cache;
+pub mod psc;
 pub mod tlb;

@@ -16,6 +16,7 @@
 //! No allocation after [`Tlb::new`]; counting L1/L2 misses per size is the caller's job.
 
 use super::cache::{fingerprint, WaySets};
+use super::psc::{Psc, UpperLevels};
 use numalab_core::PageSize;
 use numalab_machine::{TlbConfig, TlbPool};
 
@@ -95,6 +96,9 @@ pub struct Tlb {
     /// that pool, so looking it up again is an L1 hit that changes nothing (checked before
     /// any routing). `NO_KEY` after anything that drops entries.
     last_l1: u64,
+    /// The paging-structure caches (hw/psc.rs): cleared with every invalidation, as INVLPG
+    /// clears them.
+    psc: Psc,
 }
 
 /// No valid key equals it (keys stay below 2^55).
@@ -150,7 +154,14 @@ impl Tlb {
             l2_of,
             fast,
             last_l1: NO_KEY,
+            psc: Psc::new(&cfg.psc),
         }
+    }
+
+    /// A walk for `vaddr` (after a miss): the upper-level entries it reads from memory.
+    #[inline]
+    pub fn walk_levels(&mut self, vaddr: u64, size: PageSize) -> UpperLevels {
+        self.psc.walk(vaddr, size)
     }
 
     /// Translates `vaddr`, mapped by a page of `size`: L1 hit, L2 hit (fills L1) or miss
@@ -285,6 +296,7 @@ impl Tlb {
     /// Drops every translation (a full flush, e.g. a context switch without PCID).
     pub fn flush(&mut self) {
         self.last_l1 = NO_KEY;
+        self.psc.clear();
         for p in self.l1.iter_mut().chain(self.l2.iter_mut()) {
             p.clear();
         }
@@ -293,6 +305,7 @@ impl Tlb {
     /// Drops the translation of the `size` page containing `vaddr` (INVLPG), at both levels.
     pub fn invalidate(&mut self, vaddr: u64, size: PageSize) {
         self.last_l1 = NO_KEY;
+        self.psc.clear();
         let key = key_of(vaddr >> size.shift(), size);
         let si = size.index();
         self.for_pools_of(si, |pool| {
@@ -306,6 +319,7 @@ impl Tlb {
     /// Costs, per pool and size, `min(pages in range, sets) · ways`.
     pub fn invalidate_range(&mut self, start: u64, len: u64) {
         self.last_l1 = NO_KEY;
+        self.psc.clear();
         if len == 0 {
             return;
         }
@@ -372,6 +386,7 @@ mod tests {
             l2,
             l2_hit_ns: 2.0,
             walk_base_ns: 10.0,
+            psc: Default::default(),
         }
     }
 

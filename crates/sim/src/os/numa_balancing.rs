@@ -25,6 +25,10 @@ pub const NUMA_BALANCING_MEMORY_TIERING: u8 = 2;
 /// figure, the kernel's fixed ones included (the 1 s scan-rate floor, the 1 s task-migration
 /// retry cap, the 1 s promotion rate window), so that a short simulation can run the
 /// mechanism at the kernel's proportions (`time_scale=0.001`: one kernel second = 1 ms).
+/// With `scale_costs` (the default) it multiplies every per-operation cost as well (PTE
+/// updates, hint faults, copies and the bytes they move, shootdowns, splits): a run shrunk
+/// to `time_scale` of its length scans and faults as often per unit of its work as the full
+/// run, so only then does balancing cost the same fraction of it (docs/model.md).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NumaBalancingParams {
     /// `kernel.numa_balancing`: 0 off, 1 normal, 2 memory tiering, 3 both.
@@ -48,6 +52,9 @@ pub struct NumaBalancingParams {
     pub smallimp: i64,
     /// Multiplies every time figure (see the type's documentation) [nl].
     pub time_scale: f64,
+    /// `time_scale` multiplies the per-operation costs too (see the type's documentation).
+    #[serde(default = "yes")]
+    pub scale_costs: bool,
     /// Cost of changing one page-table entry (a PTE or a PMD) to PROT_NONE, charged to the
     /// scanning thread, ns [nl: change_pte_range's atomic modify/commit per entry].
     pub pte_update_ns: f64,
@@ -76,6 +83,7 @@ impl Default for NumaBalancingParams {
             active_node_fraction: 3,
             smallimp: 30,
             time_scale: 1.0,
+            scale_costs: true,
             pte_update_ns: 20.0,
             task_placement: true,
             mainline_scan_period: false,
@@ -100,6 +108,7 @@ pub const KEYS: &[&str] = &[
     "active_node_fraction",
     "smallimp",
     "time_scale",
+    "scale_costs",
     "pte_update_ns",
     "task_placement",
     "mainline_scan_period",
@@ -155,6 +164,7 @@ impl NumaBalancingParams {
                 "active_node_fraction" => p.active_node_fraction = parse_num(k, v)?,
                 "smallimp" => p.smallimp = parse_num(k, v)?,
                 "time_scale" => p.time_scale = parse_num(k, v)?,
+                "scale_costs" => p.scale_costs = parse_bool(k, v)?,
                 "pte_update_ns" => p.pte_update_ns = parse_num(k, v)?,
                 "task_placement" => p.task_placement = parse_bool(k, v)?,
                 "mainline_scan_period" => p.mainline_scan_period = parse_bool(k, v)?,
@@ -220,11 +230,24 @@ impl NumaBalancingParams {
     }
 }
 
+fn yes() -> bool {
+    true
+}
+
 fn all_keys() -> String {
     NumaBalancingParams::keys().join(", ")
 }
 
 impl NumaBalancingParams {
+    /// What the per-operation costs are multiplied by: `time_scale` with `scale_costs`.
+    pub fn cost_scale(&self) -> f64 {
+        if self.scale_costs {
+            self.time_scale
+        } else {
+            1.0
+        }
+    }
+
     /// Every key `parse` accepts, balancing's and the split extension's.
     pub fn keys() -> Vec<&'static str> {
         KEYS.iter()
@@ -413,6 +436,9 @@ struct Costs {
     kernel_copy_bytes_per_ns: f64,
     shootdown_ns: f64,
     split_ns: f64,
+    pte_update_ns: f64,
+    /// The share of a migrated folio's bytes that loads the memory system (`cost_scale`).
+    copy_bytes_scale: f64,
 }
 
 pub struct NumaBalancing {
@@ -483,10 +509,12 @@ impl NumaBalancing {
         NumaBalancing {
             nr_nodes: n,
             costs: Costs {
-                hint_fault_ns: c.fault_4k_ns,
-                kernel_copy_bytes_per_ns: c.kernel_copy_mbps * 1e-3,
-                shootdown_ns: c.tlb_shootdown_ns,
-                split_ns: c.split_ns,
+                hint_fault_ns: c.fault_4k_ns * params.cost_scale(),
+                kernel_copy_bytes_per_ns: c.kernel_copy_mbps * 1e-3 / params.cost_scale(),
+                shootdown_ns: c.tlb_shootdown_ns * params.cost_scale(),
+                split_ns: c.split_ns * params.cost_scale(),
+                pte_update_ns: params.pte_update_ns * params.cost_scale(),
+                copy_bytes_scale: params.cost_scale(),
             },
             cpu_node,
             node_cpus: topo.nodes.iter().map(|n| n.cpus.clone()).collect(),
@@ -754,7 +782,7 @@ impl NumaBalancing {
         os.vm.numa_huge_pte_updates += huge;
         // one entry per PTE and per PMD changed; a THP is one PMD
         let entries = (updates - huge * 512) + huge;
-        let ns = entries as f64 * self.params.pte_update_ns;
+        let ns = entries as f64 * self.costs.pte_update_ns;
         if ns > 0.0 {
             out.scan_ns.push((p as u32, ns));
             // keep scanning under ~3 % of the task's runtime
@@ -914,7 +942,10 @@ impl NumaBalancing {
             os.vm.pgpromote_success += units;
         }
         let bytes = pte.size().bytes();
-        out.copies.push((pte.node(), to, bytes));
+        let loaded = (bytes as f64 * self.costs.copy_bytes_scale)
+            .round()
+            .max(1.0) as u64;
+        out.copies.push((pte.node(), to, loaded));
         out.invalidate.push((fs, pte.size()));
         // the kernel copies in the faulting context; unmapping flushes the other CPUs
         out.ns += bytes as f64 / self.costs.kernel_copy_bytes_per_ns + self.costs.shootdown_ns;
