@@ -32,11 +32,12 @@ use numalab_core::TaskId;
 use std::sync::{Arc, OnceLock};
 
 pub const NAME: &str = "npb-cg";
-pub const KEYS: &[&str] = &["class", "niter", "scale"];
+pub const KEYS: &[&str] = &["class", "niter", "scale", "rows"];
 pub const DESCRIPTION: &str =
     "NAS CG (NPB 3.4 OpenMP) with NPB's exact sparse matrix, static row split (§3.1). \
 keys: class=S|W|A|B|C|D (A), niter=outer iterations (the class's: S/W/A 15, B/C 75, D 100), \
-scale=factor in (0,1] shrinking na and thus nz (1)";
+scale=factor in (0,1] shrinking na and thus nz and the vectors (1), \
+rows=fraction in (0,1] of each thread's rows simulated, in blocks of 64, with the vectors at full length (1)";
 
 /// Phase names: `setup` (makea, sparse, vector init), `untimed-cg` (NPB's untimed warm-up
 /// iteration), `timed` (the benchmark's timed loop).
@@ -152,6 +153,56 @@ pub fn randlc(x: &mut f64, a: f64) -> f64 {
     R46 * *x
 }
 
+/// Rows in one block of a [`RowSample`]: 64 rows = 512 bytes of each vector, 8 lines.
+pub const ROW_BLOCK: u64 = 64;
+
+/// Which rows a shrunk CG simulates (`rows=F`): the blocks of [`ROW_BLOCK`] rows whose index
+/// is a multiple of `stride` (= round(1/F)), with the vectors kept at their full length. The
+/// matrix keeps NPB's rows (their columns, so the gathers' spread over p, are exact); rows
+/// left out have no entries, and every loop over rows or vector elements visits the kept
+/// blocks only, so the work shrinks by `stride` while the vectors' relation to the caches,
+/// their page placement and the iteration structure stay the full class's.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct RowSample {
+    pub stride: u64,
+}
+
+impl RowSample {
+    pub const ALL: RowSample = RowSample { stride: 1 };
+
+    pub fn keeps(self, row: u64) -> bool {
+        (row / ROW_BLOCK) % self.stride == 0
+    }
+
+    /// The kept sub-ranges of rows `[lo, hi)`, in order (all of it for `ALL`).
+    pub fn ranges(self, lo: u64, hi: u64) -> Vec<(u64, u64)> {
+        if lo >= hi {
+            return Vec::new();
+        }
+        if self.stride == 1 {
+            return vec![(lo, hi)];
+        }
+        let mut out = Vec::new();
+        let mut b = (lo / ROW_BLOCK).div_ceil(self.stride) * self.stride;
+        if (lo / ROW_BLOCK) % self.stride == 0 {
+            b = lo / ROW_BLOCK;
+        }
+        while b * ROW_BLOCK < hi {
+            let (s, e) = ((b * ROW_BLOCK).max(lo), ((b + 1) * ROW_BLOCK).min(hi));
+            if s < e {
+                out.push((s, e));
+            }
+            b += self.stride;
+        }
+        out
+    }
+
+    /// Kept rows in `[lo, hi)`.
+    pub fn count(self, lo: u64, hi: u64) -> u64 {
+        self.ranges(lo, hi).iter().map(|(a, b)| b - a).sum()
+    }
+}
+
 /// Seed and multiplier of CG's generator (`tran`, `amult`).
 pub const TRAN_SEED: f64 = 314_159_265.0;
 pub const AMULT: f64 = 1_220_703_125.0; // 5^13
@@ -179,6 +230,24 @@ pub struct CgMatrix {
     /// `randlc` calls made before row i's vector was complete (n + 1 prefix counts): the cost
     /// of replaying the generator up to a thread's first row.
     pub rng_calls: Vec<u64>,
+    /// The rows that have entries (all but for a `rows=` shrink).
+    pub sample: RowSample,
+    /// With a row sample: for each row, the generated vectors with an entry in it (CSR over
+    /// `row_vectors_start`, empty for rows left out), so that a thread's `sparse` finds the
+    /// vectors that fill its kept rows without walking all of them. Empty without a sample.
+    pub row_vectors_start: Vec<u64>,
+    pub row_vectors: Vec<u32>,
+    /// With a row sample: where each row starts in NPB's arrays of the *full* matrix, in
+    /// the pre-merge workspace v/iv (exact: the full pre-merge counts) and in a/colidx (the
+    /// pre-merge position scaled by the kept rows' merged / pre-merge ratio). A thread's rows
+    /// then sit in the address range, and the huge pages, that they occupy in the full
+    /// program rather than packed together. Empty without a sample ([`pre_pos`] and
+    /// [`fin_pos`] are `rowstr_pre` and `rowstr` then).
+    ///
+    /// [`pre_pos`]: CgMatrix::pre_pos
+    /// [`fin_pos`]: CgMatrix::fin_pos
+    pub full_pre: Vec<u64>,
+    pub full_fin: Vec<u64>,
 }
 
 impl CgMatrix {
@@ -186,6 +255,18 @@ impl CgMatrix {
     /// entries per generated vector. Values (which need `shift`) are kept only if asked for,
     /// since the emitter needs the structure alone.
     pub fn generate(n: usize, nonzer: usize, shift: f64, with_values: bool) -> CgMatrix {
+        Self::generate_sampled(n, nonzer, shift, with_values, RowSample::ALL)
+    }
+
+    /// As [`generate`](Self::generate), but `sparse` assembles only the rows `sample` keeps
+    /// (the others stay empty); every generated vector is kept.
+    pub fn generate_sampled(
+        n: usize,
+        nonzer: usize,
+        shift: f64,
+        with_values: bool,
+        sample: RowSample,
+    ) -> CgMatrix {
         assert!(n > nonzer + 1, "n = {n} is too small for nonzer = {nonzer}");
         let nz1 = nonzer + 1;
         assert!(
@@ -256,11 +337,27 @@ impl CgMatrix {
         for i in 0..n {
             let v = &vec_cols[vec_start[i] as usize..vec_start[i + 1] as usize];
             for &j in v {
-                rowstr_pre[j as usize + 1] += v.len() as u64;
+                if sample.keeps(j as u64) {
+                    rowstr_pre[j as usize + 1] += v.len() as u64;
+                }
             }
         }
         for j in 0..n {
             rowstr_pre[j + 1] += rowstr_pre[j];
+        }
+        // with a sample, the full matrix's pre-merge row starts too (for the addresses)
+        let mut full_pre = Vec::new();
+        if sample != RowSample::ALL {
+            full_pre = vec![0u64; n + 1];
+            for i in 0..n {
+                let v = &vec_cols[vec_start[i] as usize..vec_start[i + 1] as usize];
+                for &j in v {
+                    full_pre[j as usize + 1] += v.len() as u64;
+                }
+            }
+            for j in 0..n {
+                full_pre[j + 1] += full_pre[j];
+            }
         }
         let nza_pre = rowstr_pre[n] as usize;
         assert!(
@@ -279,6 +376,9 @@ impl CgMatrix {
             let len = e - s;
             for nza in s..e {
                 let j = vec_cols[nza] as usize;
+                if !sample.keeps(j as u64) {
+                    continue;
+                }
                 let c = cursor[j] as usize;
                 cols[c..c + len].copy_from_slice(&vec_cols[s..e]);
                 if with_values {
@@ -338,6 +438,39 @@ impl CgMatrix {
         }
         rowstr[n] = out as u64;
         cols.truncate(out);
+        let full_fin = if sample == RowSample::ALL {
+            Vec::new()
+        } else {
+            let ratio = rowstr[n] as f64 / rowstr_pre[n].max(1) as f64;
+            full_pre
+                .iter()
+                .map(|&p| (p as f64 * ratio).round() as u64)
+                .collect()
+        };
+        let (row_vectors_start, row_vectors) = if sample == RowSample::ALL {
+            (Vec::new(), Vec::new())
+        } else {
+            let mut start = vec![0u64; n + 1];
+            for &j in &vec_cols {
+                if sample.keeps(j as u64) {
+                    start[j as usize + 1] += 1;
+                }
+            }
+            for j in 0..n {
+                start[j + 1] += start[j];
+            }
+            let mut at = start[..n].to_vec();
+            let mut list = vec![0u32; start[n] as usize];
+            for i in 0..n {
+                for &j in &vec_cols[vec_start[i] as usize..vec_start[i + 1] as usize] {
+                    if sample.keeps(j as u64) {
+                        list[at[j as usize] as usize] = i as u32;
+                        at[j as usize] += 1;
+                    }
+                }
+            }
+            (start, list)
+        };
         CgMatrix {
             n,
             nonzer,
@@ -345,9 +478,14 @@ impl CgMatrix {
             colidx: cols.into(),
             values: with_values.then_some(values),
             rowstr_pre,
+            row_vectors_start,
+            row_vectors,
+            full_pre,
+            full_fin,
             vec_start,
             vec_cols,
             rng_calls,
+            sample,
         }
     }
 
@@ -356,9 +494,28 @@ impl CgMatrix {
         self.rowstr[self.n]
     }
 
-    /// NPB's allocation bound `nz = na·(nonzer+1)²`.
+    /// NPB's allocation bound `nz = na·(nonzer+1)²` (a row sample maps the full arrays too:
+    /// its rows sit where the full program's do).
     pub fn nz_alloc(&self) -> u64 {
         self.n as u64 * ((self.nonzer + 1) * (self.nonzer + 1)) as u64
+    }
+
+    /// Index in NPB's v/iv workspace of row j's first pre-merge slot.
+    pub fn pre_pos(&self, j: usize) -> u64 {
+        if self.full_pre.is_empty() {
+            self.rowstr_pre[j]
+        } else {
+            self.full_pre[j]
+        }
+    }
+
+    /// Index in NPB's a/colidx of row j's first entry.
+    pub fn fin_pos(&self, j: usize) -> u64 {
+        if self.full_fin.is_empty() {
+            self.rowstr[j]
+        } else {
+            self.full_fin[j]
+        }
     }
 
     /// Size of arow/acol/aelt's column dimension: `naz = na·(nonzer+1)`.
@@ -490,6 +647,9 @@ pub struct NpbCg {
     pub na: usize,
     pub niter: usize,
     pub scale: f64,
+    /// The `rows=` fraction and the sample it gives.
+    pub rows: f64,
+    pub sample: RowSample,
     pub threads: usize,
     matrix: OnceLock<Arc<CgMatrix>>,
 }
@@ -516,7 +676,35 @@ impl NpbCg {
         let class = CLASSES[p.choice("class", &names, default)?];
         let niter = p.uint_in("niter", class.niter as u64, 0, 100_000)? as usize;
         let scale = p.float_in("scale", 1.0, 0.0, 1.0)?;
-        Self::new(class, niter, scale, threads)
+        let rows = p.float_in("rows", 1.0, 0.0, 1.0)?;
+        Self::new(class, niter, scale, threads)?.with_rows(rows)
+    }
+
+    /// Simulate `rows` of each thread's rows (a [`RowSample`] of stride round(1/rows)).
+    pub fn with_rows(mut self, rows: f64) -> Result<NpbCg, WorkloadError> {
+        let stride = (1.0 / rows).round().max(1.0) as u64;
+        let sample = RowSample { stride };
+        let n = self.na as u64;
+        let starved = (0..self.threads).find(|&t| {
+            let (lo, hi) = static_range(n, self.threads, t);
+            sample.count(lo, hi) == 0
+        });
+        if let Some(t) = starved {
+            return Err(WorkloadError::BadValue {
+                workload: NAME,
+                key: "rows",
+                value: rows.to_string(),
+                expected: format!(
+                    "a fraction leaving every thread rows to simulate (thread {t} of {} gets none of its {} rows at 1 block of {ROW_BLOCK} in {stride}); try rows={}",
+                    self.threads,
+                    n / self.threads as u64,
+                    (2.0 * ROW_BLOCK as f64 * self.threads as f64 / n as f64).min(1.0)
+                ),
+            });
+        }
+        self.rows = rows;
+        self.sample = sample;
+        Ok(self)
     }
 
     pub fn new(
@@ -543,6 +731,8 @@ impl NpbCg {
             na,
             niter,
             scale,
+            rows: 1.0,
+            sample: RowSample::ALL,
             threads,
             matrix: OnceLock::new(),
         })
@@ -552,11 +742,12 @@ impl NpbCg {
     pub fn matrix(&self) -> Arc<CgMatrix> {
         self.matrix
             .get_or_init(|| {
-                Arc::new(CgMatrix::generate(
+                Arc::new(CgMatrix::generate_sampled(
                     self.na,
                     self.class.nonzer,
                     self.class.shift,
                     false,
+                    self.sample,
                 ))
             })
             .clone()
@@ -578,6 +769,9 @@ impl Workload for NpbCg {
         let mut s = format!("{NAME}:class={},niter={}", self.class.class, self.niter);
         if self.scale < 1.0 {
             s.push_str(&format!(",scale={}", self.scale));
+        }
+        if self.sample != RowSample::ALL {
+            s.push_str(&format!(",rows={}", self.rows));
         }
         s
     }
@@ -696,106 +890,153 @@ fn setup_script(m: &Arc<CgMatrix>, l: &Layout, t: usize, threads: usize) -> Scri
     let (xlo, xhi) = static_range(n + 1, threads, t);
     let pre = &m.rowstr_pre;
     let fin = &m.rowstr;
+    let sample = m.sample;
+    let kept = |lo: u64, hi: u64| sample.ranges(lo, hi);
     let mut s = Script::new(PHASES);
     s.phase(PHASE_SETUP);
 
-    // makea: replay the generator up to ilow, then generate and store rows ilow..ihigh
-    let replay = m.rng_calls[ilow as usize] * RANDLC_CYCLES;
+    // makea: replay the generator up to ilow, then generate and store rows ilow..ihigh (with
+    // a row sample, a `stride`-th of the replay and of the own rows)
+    let replay = m.rng_calls[ilow as usize] * RANDLC_CYCLES / sample.stride;
     s.compute(replay, replay);
-    let own = (m.rng_calls[ihigh as usize] - m.rng_calls[ilow as usize]) * RANDLC_CYCLES;
-    s.streams(
-        &[
-            Span::elems(l.arow, ilow, ihigh, 4, W),
-            Span::elems(l.acol, ilow * nz1, ihigh * nz1, 4, W),
-            Span::elems(l.aelt, ilow * nz1, ihigh * nz1, 8, W),
-        ],
-        own,
-        own,
-    );
+    for (a, b) in kept(ilow, ihigh) {
+        let own = (m.rng_calls[b as usize] - m.rng_calls[a as usize]) * RANDLC_CYCLES;
+        s.streams(
+            &[
+                Span::elems(l.arow, a, b, 4, W),
+                Span::elems(l.acol, a * nz1, b * nz1, 4, W),
+                Span::elems(l.aelt, a * nz1, b * nz1, 8, W),
+            ],
+            own,
+            own,
+        );
+    }
     s.barrier();
 
     // sparse: zero rowstr(ilow+1..ihigh+1) (and rowstr(1) on the master), count the triples of
     // own rows over every vector, prefix sums across threads
     let rs_lo = if t == 0 { 0 } else { ilow + 1 };
-    s.streams(&[Span::elems(l.rowstr, rs_lo, ihigh + 1, rb, W)], 0, 0);
-    let own_rowstr = |kind| Span::elems(l.rowstr, ilow + 1, ihigh + 1, rb, kind);
-    s.streams(
-        &[
-            Span::elems(l.arow, 0, n, 4, R),
-            Span::elems(l.acol, 0, l.naz, 4, R),
-            own_rowstr(M),
-        ],
-        2 * l.naz,
-        2 * l.naz,
-    );
-    s.streams(&[own_rowstr(M)], ihigh - ilow, ihigh - ilow);
+    for (a, b) in kept(rs_lo, ihigh + 1) {
+        s.streams(&[Span::elems(l.rowstr, a, b, rb, W)], 0, 0);
+    }
+    let own_rows = kept(ilow, ihigh);
+    let own_rowstr = |a: u64, b: u64, kind| Span::elems(l.rowstr, a + 1, b + 1, rb, kind);
+    // every generated vector is read, with the own rows' counters (a row sample: the vectors
+    // of kept blocks, then the kept rows' counters)
+    if sample == RowSample::ALL {
+        s.streams(
+            &[
+                Span::elems(l.arow, 0, n, 4, R),
+                Span::elems(l.acol, 0, l.naz, 4, R),
+                own_rowstr(ilow, ihigh, M),
+            ],
+            2 * l.naz,
+            2 * l.naz,
+        );
+    } else {
+        for (a, b) in kept(0, n) {
+            let e = (b - a) * nz1 * 2;
+            s.streams(
+                &[
+                    Span::elems(l.arow, a, b, 4, R),
+                    Span::elems(l.acol, a * nz1, b * nz1, 4, R),
+                ],
+                e,
+                e,
+            );
+        }
+        for &(a, b) in &own_rows {
+            s.streams(&[own_rowstr(a, b, M)], 0, 0);
+        }
+    }
+    for &(a, b) in &own_rows {
+        s.streams(&[own_rowstr(a, b, M)], b - a, b - a);
+    }
     s.barrier();
     if t > 0 {
-        s.streams(&[own_rowstr(M)], ihigh - ilow, ihigh - ilow);
+        for &(a, b) in &own_rows {
+            s.streams(&[own_rowstr(a, b, M)], b - a, b - a);
+        }
     }
     s.barrier();
     // preload: v(k) = 0, iv(k) = 0 over own rows' slots, nzloc(j) = 0 (first touch of the
     // workspace); nzloc lives in iv's tail, iv(nz+1..nz+n)
-    let (klo, khi) = (pre[ilow as usize], pre[ihigh as usize]);
     let nzloc = |lo: u64, hi: u64, kind| Span::elems(l.iv, l.nz + lo, l.nz + hi, 4, kind);
-    s.streams(
-        &[
-            Span::elems(l.v, klo, khi, 8, W),
-            Span::elems(l.iv, klo, khi, 4, W),
-            nzloc(ilow, ihigh, W),
-        ],
-        khi - klo,
-        khi - klo,
-    );
+    // (a row sample: each kept range's slots at the full matrix's positions)
+    for &(a, b) in &own_rows {
+        let slots = pre[b as usize] - pre[a as usize];
+        let klo = m.pre_pos(a as usize);
+        s.streams(
+            &[
+                Span::elems(l.v, klo, klo + slots, 8, W),
+                Span::elems(l.iv, klo, klo + slots, 4, W),
+                nzloc(a, b, W),
+            ],
+            slots,
+            slots,
+        );
+    }
     // insert every triple of own rows (reading every generated vector again)
     s.gen(SparseFill::new(m.clone(), l, ilow as usize, ihigh as usize));
     s.barrier();
     // nzloc prefix sums across threads
-    s.streams(&[nzloc(ilow, ihigh, M)], ihigh - ilow, ihigh - ilow);
+    for &(a, b) in &own_rows {
+        s.streams(&[nzloc(a, b, M)], b - a, b - a);
+    }
     s.barrier();
     if t > 0 {
-        s.streams(&[nzloc(ilow, ihigh, M)], ihigh - ilow, ihigh - ilow);
+        for &(a, b) in &own_rows {
+            s.streams(&[nzloc(a, b, M)], b - a, b - a);
+        }
     }
     s.barrier();
     // omp do over rows: a(k) = v(nza), colidx(k) = iv(nza) — the first touch of a and colidx,
     // row block by row block with the SpMV's split
-    let (fk_lo, fk_hi) = (fin[slo as usize], fin[shi as usize]);
-    let (pk_lo, pk_hi) = (pre[slo as usize], pre[shi as usize]);
-    let copied = fk_hi - fk_lo;
-    s.streams(
-        &[
-            Span::elems(l.rowstr, slo, shi + 1, rb, R),
-            nzloc(slo.saturating_sub(1), shi, R),
-            Span::elems(l.v, pk_lo, pk_hi, 8, R),
-            Span::elems(l.iv, pk_lo, pk_hi, 4, R),
-            Span::elems(l.a, fk_lo, fk_hi, 8, W),
-            Span::elems(l.colidx, fk_lo, fk_hi, 4, W),
-        ],
-        copied,
-        copied,
-    );
+    let split_rows = kept(slo, shi);
+    for &(a, b) in &split_rows {
+        let copied = fin[b as usize] - fin[a as usize];
+        let slots = pre[b as usize] - pre[a as usize];
+        let (fk_lo, pk_lo) = (m.fin_pos(a as usize), m.pre_pos(a as usize));
+        s.streams(
+            &[
+                Span::elems(l.rowstr, a, b + 1, rb, R),
+                nzloc(a.saturating_sub(1), b, R),
+                Span::elems(l.v, pk_lo, pk_lo + slots, 8, R),
+                Span::elems(l.iv, pk_lo, pk_lo + slots, 4, R),
+                Span::elems(l.a, fk_lo, fk_lo + copied, 8, W),
+                Span::elems(l.colidx, fk_lo, fk_lo + copied, 4, W),
+            ],
+            copied,
+            copied,
+        );
+    }
     s.barrier();
     // omp do j = 2..nrows+1: rowstr(j) -= nzloc(j-1)
-    s.streams(
-        &[
-            Span::elems(l.rowstr, slo + 1, shi + 1, rb, M),
-            nzloc(slo, shi, R),
-        ],
-        shi - slo,
-        shi - slo,
-    );
+    for &(a, b) in &split_rows {
+        s.streams(
+            &[Span::elems(l.rowstr, a + 1, b + 1, rb, M), nzloc(a, b, R)],
+            b - a,
+            b - a,
+        );
+    }
     s.barrier();
     // main program: barrier after makea
     s.barrier();
     // omp do (nowait): colidx(k) = colidx(k) - firstcol + 1
-    s.streams(
-        &[
-            Span::elems(l.rowstr, slo, shi + 1, rb, R),
-            Span::elems(l.colidx, fk_lo, fk_hi, 4, M),
-        ],
-        copied,
-        copied,
-    );
+    for &(a, b) in &split_rows {
+        let copied = fin[b as usize] - fin[a as usize];
+        let fk_lo = m.fin_pos(a as usize);
+        s.streams(
+            &[
+                Span::elems(l.rowstr, a, b + 1, rb, R),
+                Span::elems(l.colidx, fk_lo, fk_lo + copied, 4, M),
+            ],
+            copied,
+            copied,
+        );
+    }
+    // The vectors' first touch keeps its full length with a row sample: their pages land
+    // where the full program puts them (the gathers read every column).
     // omp do (nowait): x(i) = 1 for i = 1..na+1
     s.streams(&[dv(l.x, xlo, xhi, W)], xhi - xlo, xhi - xlo);
     // omp do (nowait): q = z = r = p = 0 for j = 1..na
@@ -814,72 +1055,93 @@ fn setup_script(m: &Arc<CgMatrix>, l: &Layout, t: usize, threads: usize) -> Scri
 
     s.phase(PHASE_UNTIMED);
     push_conj_grad(&mut s, m, l, t, threads);
-    push_normalise(&mut s, l, slo, shi);
+    push_normalise(&mut s, l, sample, slo, shi);
     // omp parallel do: x(i) = 1 for i = 1..na+1
-    s.streams(&[dv(l.x, xlo, xhi, W)], xhi - xlo, xhi - xlo);
+    for (a, b) in kept(xlo, xhi) {
+        s.streams(&[dv(l.x, a, b, W)], b - a, b - a);
+    }
     s.barrier();
     s
 }
 
 /// One `conj_grad` call of thread t.
+/// (With a row sample, every loop visits the kept blocks of the thread's range only.)
 fn push_conj_grad(s: &mut Script, m: &Arc<CgMatrix>, l: &Layout, t: usize, threads: usize) {
     let n = m.n as u64;
     let (lo, hi) = static_range(n, threads, t);
     let (xlo, xhi) = static_range(n + 1, threads, t);
-    let w = (hi - lo) * VECTOR_CYCLES_PER_ELEMENT;
-    let wx = (xhi - xlo) * VECTOR_CYCLES_PER_ELEMENT;
+    let rows = m.sample.ranges(lo, hi);
+    let w = |a: u64, b: u64| (b - a) * VECTOR_CYCLES_PER_ELEMENT;
     // q = z = 0, r = x, p = r over 1..na+1
-    s.streams(
-        &[
-            dv(l.q, xlo, xhi, W),
-            dv(l.z, xlo, xhi, W),
-            dv(l.x, xlo, xhi, R),
-            dv(l.r, xlo, xhi, W),
-            dv(l.p, xlo, xhi, W),
-        ],
-        wx,
-        wx,
-    );
+    for (a, b) in m.sample.ranges(xlo, xhi) {
+        s.streams(
+            &[
+                dv(l.q, a, b, W),
+                dv(l.z, a, b, W),
+                dv(l.x, a, b, R),
+                dv(l.r, a, b, W),
+                dv(l.p, a, b, W),
+            ],
+            w(a, b),
+            w(a, b),
+        );
+    }
     s.barrier();
     // rho = r·r
-    s.streams(&[dv(l.r, lo, hi, R)], w, w);
+    for &(a, b) in &rows {
+        s.streams(&[dv(l.r, a, b, R)], w(a, b), w(a, b));
+    }
     s.barrier();
     for _ in 0..CG_ITERATIONS {
         s.barrier(); // master saves rho0 and resets d, rho
-        s.gen(Spmv::new(m.clone(), l, lo as usize, hi as usize, l.p, l.q));
+        s.gen(Spmv::new(m.clone(), l, rows.clone(), l.p, l.q));
         s.barrier();
         // d = p·q
-        s.streams(&[dv(l.p, lo, hi, R), dv(l.q, lo, hi, R)], w, w);
+        for &(a, b) in &rows {
+            s.streams(&[dv(l.p, a, b, R), dv(l.q, a, b, R)], w(a, b), w(a, b));
+        }
         s.barrier();
         // z = z + alpha·p; r = r - alpha·q; rho = r·r
-        s.streams(
-            &[
-                dv(l.z, lo, hi, M),
-                dv(l.p, lo, hi, R),
-                dv(l.r, lo, hi, M),
-                dv(l.q, lo, hi, R),
-            ],
-            2 * w,
-            2 * w,
-        );
+        for &(a, b) in &rows {
+            s.streams(
+                &[
+                    dv(l.z, a, b, M),
+                    dv(l.p, a, b, R),
+                    dv(l.r, a, b, M),
+                    dv(l.q, a, b, R),
+                ],
+                2 * w(a, b),
+                2 * w(a, b),
+            );
+        }
         s.barrier();
         // p = r + beta·p
-        s.streams(&[dv(l.r, lo, hi, R), dv(l.p, lo, hi, M)], w, w);
+        for &(a, b) in &rows {
+            s.streams(&[dv(l.r, a, b, R), dv(l.p, a, b, M)], w(a, b), w(a, b));
+        }
         s.barrier();
     }
     // r = A·z, then ||x - r||
-    s.gen(Spmv::new(m.clone(), l, lo as usize, hi as usize, l.z, l.r));
+    s.gen(Spmv::new(m.clone(), l, rows.clone(), l.z, l.r));
     s.barrier();
-    s.streams(&[dv(l.x, lo, hi, R), dv(l.r, lo, hi, R)], w, w);
+    for &(a, b) in &rows {
+        s.streams(&[dv(l.x, a, b, R), dv(l.r, a, b, R)], w(a, b), w(a, b));
+    }
     s.barrier(); // nowait, then the end of the parallel region
 }
 
-/// x·z and z·z, then x = z/‖z‖ (a parallel region of the main program).
-fn push_normalise(s: &mut Script, l: &Layout, lo: u64, hi: u64) {
-    let w = (hi - lo) * VECTOR_CYCLES_PER_ELEMENT;
-    s.streams(&[dv(l.x, lo, hi, R), dv(l.z, lo, hi, R)], w, w);
+/// x·z and z·z, then x = z/‖z‖ (a parallel region of the main program), over the kept
+/// blocks of [lo, hi).
+fn push_normalise(s: &mut Script, l: &Layout, sample: RowSample, lo: u64, hi: u64) {
+    let rows = sample.ranges(lo, hi);
+    let w = |a: u64, b: u64| (b - a) * VECTOR_CYCLES_PER_ELEMENT;
+    for &(a, b) in &rows {
+        s.streams(&[dv(l.x, a, b, R), dv(l.z, a, b, R)], w(a, b), w(a, b));
+    }
     s.barrier();
-    s.streams(&[dv(l.z, lo, hi, R), dv(l.x, lo, hi, W)], w, w);
+    for &(a, b) in &rows {
+        s.streams(&[dv(l.z, a, b, R), dv(l.x, a, b, W)], w(a, b), w(a, b));
+    }
     s.barrier();
 }
 
@@ -912,7 +1174,7 @@ impl ThreadProgram for CgProgram {
             }
             push_conj_grad(&mut s, &self.m, &self.l, self.t, self.threads);
             let (lo, hi) = static_range(self.m.n as u64, self.threads, self.t);
-            push_normalise(&mut s, &self.l, lo, hi);
+            push_normalise(&mut s, &self.l, self.m.sample, lo, hi);
             self.current = s;
             if out.len() >= CHUNK_OPS {
                 return true;
@@ -965,6 +1227,8 @@ fn emit_new_lines(out: &mut Vec<Op>, last: &mut u64, lo_addr: u64, hi_addr: u64,
 /// once per line of dst.
 struct Spmv {
     m: Arc<CgMatrix>,
+    /// The row ranges still to do, last first (popped from the back), and the current one.
+    ranges: Vec<(u64, u64)>,
     row: usize,
     end: usize,
     a: u64,
@@ -980,12 +1244,14 @@ struct Spmv {
 }
 
 impl Spmv {
-    fn new(m: Arc<CgMatrix>, l: &Layout, row: usize, end: usize, src: u64, dst: u64) -> Spmv {
+    fn new(m: Arc<CgMatrix>, l: &Layout, mut ranges: Vec<(u64, u64)>, src: u64, dst: u64) -> Spmv {
         let none = u64::MAX;
+        ranges.reverse();
         Spmv {
             m,
-            row,
-            end,
+            ranges,
+            row: 0,
+            end: 0,
             a: l.a,
             colidx: l.colidx,
             rowstr: l.rowstr,
@@ -1003,12 +1269,22 @@ impl Spmv {
 impl Gen for Spmv {
     fn emit(&mut self, out: &mut Vec<Op>) -> Status {
         let m = &*self.m;
-        while self.row < self.end {
+        loop {
+            if self.row >= self.end {
+                match self.ranges.pop() {
+                    Some((a, b)) => (self.row, self.end) = (a as usize, b as usize),
+                    None => break,
+                }
+                continue;
+            }
             if out.len() >= CHUNK_OPS {
                 return Status::More;
             }
             let j = self.row;
             let (ks, ke) = (m.rowstr[j], m.rowstr[j + 1]);
+            // the gathers index the (compact) table; a and colidx are read where the row
+            // sits in NPB's arrays (the same place without a row sample)
+            let at = m.fin_pos(j);
             let rb = self.rowstr_bytes;
             emit_new_lines(
                 out,
@@ -1017,12 +1293,13 @@ impl Gen for Spmv {
                 self.rowstr + (j as u64 + 2) * rb,
                 R,
             );
-            emit_new_lines(out, &mut self.last_a, self.a + ks * 8, self.a + ke * 8, R);
+            let (as_, ae) = (at, at + (ke - ks));
+            emit_new_lines(out, &mut self.last_a, self.a + as_ * 8, self.a + ae * 8, R);
             emit_new_lines(
                 out,
                 &mut self.last_c,
-                self.colidx + ks * 4,
-                self.colidx + ke * 4,
+                self.colidx + as_ * 4,
+                self.colidx + ae * 4,
                 R,
             );
             // the gathers of src(colidx(k)) read the program's gather table (colidx itself):
@@ -1064,6 +1341,10 @@ struct SparseFill {
     m: Arc<CgMatrix>,
     ilow: usize,
     ihigh: usize,
+    /// With a row sample, the vectors to visit in order (those of kept blocks, whose reads
+    /// stand for all, and those with an entry in a kept own row); None: all of them.
+    order: Option<Vec<u32>>,
+    /// Position in `order` (or the vector itself without one).
     i: usize,
     nz1: u64,
     arow: u64,
@@ -1081,10 +1362,27 @@ impl SparseFill {
     fn new(m: Arc<CgMatrix>, l: &Layout, ilow: usize, ihigh: usize) -> SparseFill {
         let nz1 = (m.nonzer + 1) as u64;
         let none = u64::MAX;
+        let order = (m.sample != RowSample::ALL).then(|| {
+            let mut v: Vec<u32> = Vec::new();
+            for (a, b) in m.sample.ranges(0, m.n as u64) {
+                v.extend(a as u32..b as u32);
+            }
+            for (a, b) in m.sample.ranges(ilow as u64, ihigh as u64) {
+                let (s, e) = (
+                    m.row_vectors_start[a as usize],
+                    m.row_vectors_start[b as usize],
+                );
+                v.extend_from_slice(&m.row_vectors[s as usize..e as usize]);
+            }
+            v.sort_unstable();
+            v.dedup();
+            v
+        });
         SparseFill {
             m,
             ilow,
             ihigh,
+            order,
             i: 0,
             nz1,
             arow: l.arow,
@@ -1137,43 +1435,55 @@ fn flush_compute(out: &mut Vec<Op>, cycles: &mut u64) {
 impl Gen for SparseFill {
     fn emit(&mut self, out: &mut Vec<Op>) -> Status {
         let m = &*self.m;
-        while self.i < m.n {
+        let sample = m.sample;
+        let total = self.order.as_ref().map_or(m.n, |o| o.len());
+        let vector_at = |order: &Option<Vec<u32>>, pos: usize| -> Option<usize> {
+            match order {
+                None => (pos < m.n).then_some(pos),
+                Some(o) => o.get(pos).map(|&i| i as usize),
+            }
+        };
+        while self.i < total {
             if out.len() >= CHUNK_OPS {
                 flush_compute(out, &mut self.cycles);
                 return Status::More;
             }
-            let i = self.i;
+            let i = vector_at(&self.order, self.i).expect("position below total");
             let (s, e) = (m.vec_start[i] as usize, m.vec_start[i + 1] as usize);
             let len = (e - s) as u64;
             let col0 = i as u64 * self.nz1;
-            emit_new_lines(
-                out,
-                &mut self.last_arow,
-                self.arow + i as u64 * 4,
-                self.arow + i as u64 * 4 + 4,
-                R,
-            );
-            emit_new_lines(
-                out,
-                &mut self.last_acol,
-                self.acol + col0 * 4,
-                self.acol + (col0 + len) * 4,
-                R,
-            );
-            emit_new_lines(
-                out,
-                &mut self.last_aelt,
-                self.aelt + col0 * 8,
-                self.aelt + (col0 + len) * 8,
-                R,
-            );
-            self.cycles += 2 * len;
+            // a row sample reads the vectors of its kept blocks (they stand for all)
+            let read = sample.keeps(i as u64);
+            if read {
+                emit_new_lines(
+                    out,
+                    &mut self.last_arow,
+                    self.arow + i as u64 * 4,
+                    self.arow + i as u64 * 4 + 4,
+                    R,
+                );
+                emit_new_lines(
+                    out,
+                    &mut self.last_acol,
+                    self.acol + col0 * 4,
+                    self.acol + (col0 + len) * 4,
+                    R,
+                );
+                emit_new_lines(
+                    out,
+                    &mut self.last_aelt,
+                    self.aelt + col0 * 8,
+                    self.aelt + (col0 + len) * 8,
+                    R,
+                );
+                self.cycles += 2 * len;
+            }
             // The rows this thread fills for the vector PREFETCH_VECTORS_AHEAD later: the
             // binary searches below are chains of dependent loads into colidx, whose rows the
             // host's caches do not hold (most of the emitter's time went waiting on them).
-            if let Some(&e2) = m.vec_start.get(i + PREFETCH_VECTORS_AHEAD + 1) {
-                let s2 = m.vec_start[i + PREFETCH_VECTORS_AHEAD] as usize;
-                for &j in &m.vec_cols[s2..e2 as usize] {
+            if let Some(i2) = vector_at(&self.order, self.i + PREFETCH_VECTORS_AHEAD) {
+                let (s2, e2) = (m.vec_start[i2] as usize, m.vec_start[i2 + 1] as usize);
+                for &j in &m.vec_cols[s2..e2] {
                     let j = j as usize;
                     if j >= self.ilow && j < self.ihigh {
                         prefetch_slice(m.row(j));
@@ -1183,11 +1493,11 @@ impl Gen for SparseFill {
             let vec = &m.vec_cols[s..e];
             for &j in vec {
                 let j = j as usize;
-                if j < self.ilow || j >= self.ihigh {
+                if j < self.ilow || j >= self.ihigh || !sample.keeps(j as u64) {
                     continue;
                 }
                 let row = m.row(j);
-                let base = m.rowstr_pre[j];
+                let base = m.pre_pos(j);
                 for &jcol in vec {
                     let rank = row
                         .binary_search(&jcol)
@@ -1227,6 +1537,55 @@ mod tests {
             xi = ((xi as u128 * AMULT as u128) % (1u128 << 46)) as u64;
             assert_eq!(x, xi as f64);
             assert_eq!(r, xi as f64 / (1u64 << 46) as f64);
+        }
+    }
+
+    #[test]
+    fn a_row_sample_keeps_one_block_in_stride() {
+        let s = RowSample { stride: 4 };
+        // blocks 4, 8 and 12 start in [100, 1000); block 0 ends before 100
+        assert_eq!(
+            s.ranges(100, 1000),
+            vec![(256, 320), (512, 576), (768, 832)]
+        );
+        assert_eq!(s.ranges(0, 70), vec![(0, 64)]);
+        assert_eq!(s.ranges(300, 1000)[0], (300, 320), "a kept block cut by lo");
+        assert_eq!(s.count(0, 1024), 256);
+        assert!(s.keeps(260) && !s.keeps(64));
+        assert_eq!(RowSample::ALL.ranges(5, 9), vec![(5, 9)]);
+        assert!(RowSample::ALL.ranges(9, 9).is_empty());
+    }
+
+    #[test]
+    fn a_sampled_matrix_has_npb_rows_exactly_where_it_keeps_them() {
+        let c = class('S').unwrap();
+        let full = CgMatrix::generate(c.na, c.nonzer, c.shift, false);
+        let s = RowSample { stride: 3 };
+        let m = CgMatrix::generate_sampled(c.na, c.nonzer, c.shift, false, s);
+        for j in 0..c.na {
+            if s.keeps(j as u64) {
+                assert_eq!(m.row(j), full.row(j), "row {j}");
+                assert_eq!(
+                    m.pre_pos(j),
+                    full.rowstr_pre[j],
+                    "workspace position of row {j}"
+                );
+            } else {
+                assert!(m.row(j).is_empty(), "row {j} is left out");
+            }
+        }
+        // the vectors are all there; positions in a/colidx rise with the rows
+        assert_eq!(m.vec_cols, full.vec_cols);
+        assert!(m.full_fin.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(m.nz_alloc(), full.nz_alloc());
+        // every vector that fills a kept row is listed for that row
+        for j in (0..c.na).filter(|&j| s.keeps(j as u64)) {
+            let (a, b) = (m.row_vectors_start[j], m.row_vectors_start[j + 1]);
+            for &i in &m.row_vectors[a as usize..b as usize] {
+                let v = &m.vec_cols
+                    [m.vec_start[i as usize] as usize..m.vec_start[i as usize + 1] as usize];
+                assert!(v.contains(&(j as u32)));
+            }
         }
     }
 

@@ -434,6 +434,40 @@ fn cg_emission_class_s() {
     }
 }
 
+/// `rows=F`: a quarter of each thread's rows, the vectors and arrays at full size.
+#[test]
+fn cg_row_sample_shrinks_the_work_and_keeps_the_vectors() {
+    let (_, full_space, full) = run_all("npb-cg:class=A,niter=1", 4);
+    let (w, space, part) = run_all("npb-cg:class=A,niter=1,rows=0.25", 4);
+    assert_eq!(w.name(), "npb-cg:class=A,niter=1,rows=0.25");
+    for name in ["cg.p", "cg.a", "cg.colidx", "cg.x"] {
+        assert_eq!(
+            space.by_name(name).unwrap().bytes,
+            full_space.by_name(name).unwrap().bytes,
+            "{name} keeps its full size"
+        );
+    }
+    let timed = |sums: &[(TaskId, numalab_workloads::inspect::ThreadSummary)]| -> u64 {
+        sums.iter()
+            .map(|(_, s)| s.lines_per_phase[&npb_cg::PHASE_TIMED])
+            .sum()
+    };
+    let ratio = timed(&part) as f64 / timed(&full) as f64;
+    assert!(
+        (0.2..0.3).contains(&ratio),
+        "timed references {ratio:.3} of the full run's"
+    );
+    for (_, s) in &part {
+        assert_eq!(s.out_of_range, 0);
+    }
+    // a fraction that leaves a thread nothing to do is refused, naming rows=
+    let e = by_spec("npb-cg:class=S,rows=0.001", 4)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("rows"), "{e}");
+}
+
 #[test]
 fn cg_gathers_use_the_real_colidx() {
     let (_, space, mut specs) = build("npb-cg:class=S,niter=0", 2);
