@@ -2,9 +2,13 @@
 //!
 //! A JVM-like heap: eden, two survivor spaces and an old generation; W warehouses, one per
 //! worker thread. Each worker first builds its warehouse (districts, customers, orders, stock:
-//! trees and hash maps, `warehouse` bytes in the old generation, first-touched by itself), then
-//! runs transactions of the TPC-C-like mix (new order 45 %, payment 43 %, order status 4 %,
-//! delivery 4 %, stock level 4 %):
+//! trees and hash maps, `warehouse` bytes) as a JVM does: as objects allocated in its TLABs in
+//! the shared eden; the collection that ends the load copies them, all alive, into the old
+//! generation, each GC thread the live objects of its share of eden into its own PLABs
+//! ([`OLD_PLAB_BYTES`], taken in turn from the old generation's top). So a warehouse's pages
+//! are first-touched by the GC threads, not by its worker, and hold objects of many
+//! warehouses. Then the worker runs transactions of the TPC-C-like mix (new order 45 %,
+//! payment 43 %, order status 4 %, delivery 4 %, stock level 4 %):
 //!
 //! * lookups in its warehouse's trees are dependent loads (a path of [`TREE_DEPTH`] nodes) and
 //!   updates are read-modify-writes of private records;
@@ -12,7 +16,10 @@
 //!   shared company object under a lock (one hot line written by every worker);
 //! * every transaction allocates short-lived objects by bumping its TLAB; a TLAB is taken from
 //!   the shared eden by an atomic bump of eden's top (a hot shared line), so eden pages are
-//!   first-touched by whichever worker's TLAB covers them (TLABs are handed out round robin).
+//!   first-touched by whichever worker's TLAB covers them. TLABs are handed out round robin,
+//!   in an order that turns by one worker each collection: which worker gets which part of
+//!   eden follows the timing of the atomic bumps, not a fixed owner, so after the first cycle
+//!   a worker allocates mostly in pages another worker touched first.
 //!
 //! When eden is full, a stop-the-world young collection: every thread is a GC thread; GC
 //! thread g scans its share of the card table (old → young roots), traces the live objects of
@@ -59,6 +66,9 @@ pub const TENURE_GCS: u64 = 4;
 pub const CARD_BYTES: u64 = 512;
 /// Compute per transaction (business logic, E).
 pub const CYCLES_PER_TXN: u64 = 3000;
+/// A GC thread's promotion buffer in the old generation: HotSpot's `OldPLABSize` default of
+/// 1024 heap words, 8 KiB.
+pub const OLD_PLAB_BYTES: u64 = 8192;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Jbb {
@@ -196,13 +206,8 @@ impl Workload for Jbb {
                     }
                 }
                 s.barrier();
-                // the worker populates its warehouse; thread 0 the item table and company
-                let wh = heap.old + t as u64 * self.warehouse;
-                s.streams(
-                    &[Span::covering(wh, 0, self.warehouse, AccessKind::Write)],
-                    self.warehouse / 8,
-                    self.warehouse / 4,
-                );
+                // thread 0 populates the item table and company; the warehouses are built by
+                // the workers (Worker::load)
                 if t == 0 {
                     s.streams(
                         &[Span::covering(
@@ -229,6 +234,7 @@ impl Workload for Jbb {
                     gcs: 0,
                     promotions: 0,
                     phase_set: false,
+                    loaded: false,
                     backlog: Backlog::default(),
                 });
                 ThreadSpec {
@@ -255,6 +261,8 @@ struct Worker {
     gcs: u64,
     promotions: u64,
     phase_set: bool,
+    /// The warehouse is built and promoted.
+    loaded: bool,
     backlog: Backlog,
 }
 
@@ -290,8 +298,9 @@ impl Worker {
             if self.tlab_left == 0 {
                 // a new TLAB: atomic bump of eden's top; TLABs go round robin to the workers
                 Self::acc(out, self.heap.shared, AccessKind::ReadModifyWrite);
-                let idx =
-                    (self.tlabs_taken * self.j.threads as u64 + self.t as u64) % self.j.tlabs();
+                let nt = self.j.threads as u64;
+                let turn = (self.t as u64 + self.gcs) % nt;
+                let idx = (self.tlabs_taken * nt + turn) % self.j.tlabs();
                 self.tlabs_taken += 1;
                 self.tlab_addr = self.heap.eden + idx * self.j.tlab;
                 self.tlab_left = self.j.tlab;
@@ -365,6 +374,52 @@ impl Worker {
         out.push(compute(CYCLES_PER_TXN, CYCLES_PER_TXN * 2));
     }
 
+    /// The load, into the backlog: the worker allocates its warehouse's objects in its
+    /// TLABs, then, as GC thread t of the collection that ends the load, copies the live
+    /// objects of its share of the eden used (all of them) into its PLABs in the old
+    /// generation: PLAB k of the warehouses' area is GC thread k mod T's.
+    fn load(&mut self) {
+        let nt = self.j.threads as u64;
+        let g = self.t as u64;
+        let mut ops = Vec::new();
+        self.allocate(&mut ops, self.j.warehouse);
+        ops.push(compute(self.j.warehouse / 8, self.j.warehouse / 4));
+        ops.push(Op::Barrier); // eden holds every warehouse: the safepoint
+        ops.push(Op::Phase { id: PHASE_GC });
+        // trace and copy the eden share (read), into the PLABs (first touch of the old space)
+        let used_lines = (nt * self.j.warehouse).min(self.j.eden) / 64;
+        let (lo, hi) = (used_lines * g / nt, used_lines * (g + 1) / nt);
+        let mut at = lo;
+        while at < hi {
+            let n = (hi - at).min(u32::MAX as u64 / 2);
+            ops.push(Op::Run {
+                base: self.heap.eden + at * 64,
+                lines: n as u32,
+                stride_bytes: 64,
+                kind: AccessKind::Read,
+            });
+            at += n;
+        }
+        let plabs = (nt * self.j.warehouse).div_ceil(OLD_PLAB_BYTES);
+        let mut k = g;
+        while k < plabs {
+            ops.push(Op::Run {
+                base: self.heap.old + k * OLD_PLAB_BYTES,
+                lines: (OLD_PLAB_BYTES / 64) as u32,
+                stride_bytes: 64,
+                kind: AccessKind::Write,
+            });
+            k += nt;
+        }
+        ops.push(compute((hi - lo) * 30, (hi - lo) * 40));
+        ops.push(Op::Barrier); // end of the pause
+        for op in ops {
+            self.backlog.push(op);
+        }
+        self.tlabs_taken = 0;
+        self.tlab_left = 0;
+    }
+
     /// This thread's part of a young collection, into the backlog (it can exceed a chunk).
     fn collect(&mut self) {
         let nt = self.j.threads as u64;
@@ -429,6 +484,13 @@ impl Gen for Worker {
     fn emit(&mut self, out: &mut Vec<Op>) -> Status {
         if !self.backlog.is_empty() && self.backlog.drain(out) {
             return Status::More;
+        }
+        if !self.loaded {
+            self.loaded = true;
+            self.load();
+            if self.backlog.drain(out) {
+                return Status::More;
+            }
         }
         if !self.phase_set {
             out.push(Op::Phase { id: PHASE_TXN });

@@ -1016,7 +1016,7 @@ fn ssca2_builds_the_csr_and_runs_real_bfs() {
 
 #[test]
 fn jbb_tlabs_first_touch_eden_round_robin_and_gc_copies_survivors() {
-    use numalab_workloads::jbb::{PHASE_GC, PHASE_TXN};
+    use numalab_workloads::jbb::{OLD_PLAB_BYTES, PHASE_GC, PHASE_LOAD};
     let spec =
         "jbb:eden=4M,survivor=1M,warehouse=1M,items=1000,tlab=64K,alloc=2K,transactions=3000";
     let threads = 2;
@@ -1024,7 +1024,11 @@ fn jbb_tlabs_first_touch_eden_round_robin_and_gc_copies_survivors() {
     assert!(by_spec(&w.name(), threads).is_ok());
     // 64 TLABs of 64K, 32 per worker, 32 transactions each: a collection every 1024
     for (_, s) in &sums {
-        assert_eq!(s.barriers, 2 + 2 * 2, "load, then two young collections");
+        assert_eq!(
+            s.barriers,
+            2 + 2 + 2 * 2,
+            "load, the collection that promotes the warehouses, then two young collections"
+        );
         assert!(s.lines_per_phase[&PHASE_GC] > 0);
         let reads = s.reads + s.dependent_reads + s.rmws;
         assert!(reads > s.writes, "transactions are read-mostly");
@@ -1033,19 +1037,38 @@ fn jbb_tlabs_first_touch_eden_round_robin_and_gc_copies_survivors() {
     let eden = space.by_name("jbb.eden").unwrap().start;
     let shared = space.by_name("jbb.shared").unwrap().start;
     let s0 = space.by_name("jbb.survivor0").unwrap();
+    let old = space.by_name("jbb.old").unwrap().start;
+    let warehouses = old..old + 2 * (1 << 20);
     for (t, s) in specs.iter_mut().enumerate() {
         let ops = drain(s);
-        let txn = phase_ops(&ops, PHASE_TXN);
-        let mut company = 0;
-        for op in &txn {
+        // the worker never writes its warehouse in place: it allocates it in eden, and the
+        // promoting collection copies it, each GC thread into its own PLABs
+        assert!(!phase_ops(&ops, PHASE_LOAD).iter().any(
+            |op| matches!(op, Op::Run { base, .. } | Op::Access { addr: base, .. } if warehouses.contains(base))
+        ));
+        let mut plabs = 0;
+        let (mut company, mut gcs_seen) = (0, 0u64);
+        for op in &ops {
             match *op {
+                Op::Phase { id } if id == PHASE_GC => gcs_seen += 1,
                 Op::Run {
                     base,
                     kind: AccessKind::Write,
                     ..
-                } if (eden..eden + (4 << 20)).contains(&base) => {
+                } if warehouses.contains(&base) => {
+                    assert_eq!(gcs_seen, 1, "written by the collection that ends the load");
+                    assert_eq!((base - old) / OLD_PLAB_BYTES % 2, t as u64, "PLABs in turn");
+                    plabs += 1;
+                }
+                Op::Run {
+                    base,
+                    kind: AccessKind::Write,
+                    ..
+                } if gcs_seen >= 1 && (eden..eden + (4 << 20)).contains(&base) => {
+                    // after the load, the order turns by one worker each young collection
                     let tlab = (base - eden) / (64 << 10);
-                    assert_eq!(tlab % 2, t as u64, "TLABs go round robin");
+                    let young = gcs_seen - 1;
+                    assert_eq!(tlab % 2, (t as u64 + young) % 2, "TLABs go round robin");
                 }
                 Op::Access {
                     addr,
@@ -1054,6 +1077,7 @@ fn jbb_tlabs_first_touch_eden_round_robin_and_gc_copies_survivors() {
                 _ => {}
             }
         }
+        assert_eq!(plabs, (2 << 20) / OLD_PLAB_BYTES / 2, "half the PLABs each");
         assert!(
             company > 3000 / 3,
             "payments lock the shared company object: {company}"
