@@ -16,10 +16,10 @@
 //!   shared company object under a lock (one hot line written by every worker);
 //! * every transaction allocates short-lived objects by bumping its TLAB; a TLAB is taken from
 //!   the shared eden by an atomic bump of eden's top (a hot shared line), so eden pages are
-//!   first-touched by whichever worker's TLAB covers them. TLABs are handed out round robin,
-//!   in an order that turns by one worker each collection: which worker gets which part of
-//!   eden follows the timing of the atomic bumps, not a fixed owner, so after the first cycle
-//!   a worker allocates mostly in pages another worker touched first.
+//!   first-touched by whichever worker's TLAB covers them. Each worker takes one TLAB per
+//!   round, in an order drawn per round (the timing of the atomic bumps): which worker gets
+//!   which part of eden, and which one touches a huge page first, varies, so a worker
+//!   allocates mostly in pages another worker touched first.
 //!
 //! When eden is full, a stop-the-world young collection: every thread is a GC thread; GC
 //! thread g scans its share of the card table (old → young roots), traces the live objects of
@@ -296,11 +296,18 @@ impl Worker {
         let mut left = bytes;
         while left > 0 {
             if self.tlab_left == 0 {
-                // a new TLAB: atomic bump of eden's top; TLABs go round robin to the workers
+                // a new TLAB: atomic bump of eden's top. Every worker takes one TLAB per
+                // round; within a round the order of the bumps follows their timing, which
+                // the model draws per round (a rotation by a hash of the round and the
+                // collection count, the same for every worker, so each round is a
+                // permutation): no worker always gets the same place, nor always comes first
+                // in a huge page.
                 Self::acc(out, self.heap.shared, AccessKind::ReadModifyWrite);
                 let nt = self.j.threads as u64;
-                let turn = (self.t as u64 + self.gcs) % nt;
-                let idx = (self.tlabs_taken * nt + turn) % self.j.tlabs();
+                let round = self.tlabs_taken;
+                let shift = SplitMix64::new(self.j.seed ^ (self.gcs << 32) ^ round).below(nt);
+                let turn = (self.t as u64 + shift) % nt;
+                let idx = (round * nt + turn) % self.j.tlabs();
                 self.tlabs_taken += 1;
                 self.tlab_addr = self.heap.eden + idx * self.j.tlab;
                 self.tlab_left = self.j.tlab;

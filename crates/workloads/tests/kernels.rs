@@ -1039,6 +1039,9 @@ fn jbb_tlabs_first_touch_eden_round_robin_and_gc_copies_survivors() {
     let s0 = space.by_name("jbb.survivor0").unwrap();
     let old = space.by_name("jbb.old").unwrap().start;
     let warehouses = old..old + 2 * (1 << 20);
+    // per worker, per cycle since the load: the eden TLABs it allocated in
+    let mut tlabs: Vec<std::collections::BTreeMap<u64, std::collections::BTreeSet<u64>>> =
+        vec![Default::default(); threads];
     for (t, s) in specs.iter_mut().enumerate() {
         let ops = drain(s);
         // the worker never writes its warehouse in place: it allocates it in eden, and the
@@ -1065,10 +1068,8 @@ fn jbb_tlabs_first_touch_eden_round_robin_and_gc_copies_survivors() {
                     kind: AccessKind::Write,
                     ..
                 } if gcs_seen >= 1 && (eden..eden + (4 << 20)).contains(&base) => {
-                    // after the load, the order turns by one worker each young collection
                     let tlab = (base - eden) / (64 << 10);
-                    let young = gcs_seen - 1;
-                    assert_eq!(tlab % 2, (t as u64 + young) % 2, "TLABs go round robin");
+                    tlabs[t].entry(gcs_seen).or_default().insert(tlab);
                 }
                 Op::Access {
                     addr,
@@ -1085,6 +1086,19 @@ fn jbb_tlabs_first_touch_eden_round_robin_and_gc_copies_survivors() {
         let gc = phase_ops(&ops, PHASE_GC);
         assert!(gc.iter().any(|op| matches!(op, Op::Access { addr, kind: AccessKind::Write } if (s0.start..s0.start + s0.bytes).contains(addr))));
     }
+    // each round hands every worker one TLAB, two workers never the same one in a cycle,
+    // and the order varies: worker 0 gets both even and odd slots
+    for (cycle, mine) in &tlabs[0] {
+        let theirs = &tlabs[1][cycle];
+        assert!(mine.is_disjoint(theirs), "cycle {cycle}");
+    }
+    let parities: std::collections::BTreeSet<u64> =
+        tlabs[0].values().flatten().map(|i| i % 2).collect();
+    assert_eq!(
+        parities.len(),
+        2,
+        "the TLAB order varies from round to round"
+    );
     let msg = by_spec("jbb:tlab=1K", 2).err().unwrap().to_string();
     assert!(msg.contains("4K <= tlab"), "{msg}");
 }
