@@ -820,8 +820,16 @@ impl Simulator {
             th.clock += ns;
             th.s.numa_scan_ns += ns;
         }
+        // the scan's flushes are per-operation costs of balancing: scaled with `time_scale`
+        // like the others (`scale_costs`)
+        let scale = self
+            .sh
+            .os
+            .numab
+            .as_ref()
+            .map_or(1.0, |nb| nb.params.cost_scale());
         for (task, start, len) in out.flush {
-            self.shootdown(task, start, len);
+            self.shootdown_costing(task, start, len, self.sh.p.shootdown_ns * scale);
         }
         let moves = out.moves.into_iter().map(|(t, cpu)| Action::MoveThread {
             thread: ThreadId(t),
@@ -1130,7 +1138,11 @@ impl Simulator {
 
     /// Charge a TLB shootdown to every thread of `task`; invalidate the range if given.
     fn shootdown(&mut self, task: TaskId, start: u64, len: u64) {
-        let cost = self.sh.p.shootdown_ns;
+        self.shootdown_costing(task, start, len, self.sh.p.shootdown_ns);
+    }
+
+    /// As [`shootdown`](Self::shootdown), at `cost` per thread.
+    fn shootdown_costing(&mut self, task: TaskId, start: u64, len: u64, cost: f64) {
         for th in self
             .threads
             .iter_mut()

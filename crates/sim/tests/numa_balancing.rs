@@ -575,3 +575,49 @@ fn balancing_never_moves_a_pinned_thread() {
     let pinned = run(Pinning::Sequential);
     assert_eq!((pinned.task_moves, pinned.task_swaps), (0, 0));
 }
+
+/// `time_scale` scales the per-operation costs too (`scale_costs`, on by default): the same
+/// run pays hint faults and copies `time_scale` times as much as with `scale_costs=0`, and
+/// migrates the same pages.
+#[test]
+fn time_scale_scales_the_per_operation_costs() {
+    let p = NumaBalancingParams::parse(SCALED).unwrap();
+    assert!(p.scale_costs);
+    assert_eq!(p.cost_scale(), p.time_scale);
+    let full = format!("{SCALED},scale_costs=0");
+    assert_eq!(NumaBalancingParams::parse(&full).unwrap().cost_scale(), 1.0);
+    const BYTES: u64 = 4 << 20;
+    let w = Script {
+        maps: vec![(BYTES, MapOptions::default())],
+        threads: 2,
+        ops: Box::new(|b: &[u64], t: usize| {
+            let mut v = vec![];
+            if t == 0 {
+                v.push(lines(b[0], BYTES, AccessKind::Write));
+            }
+            v.push(Op::Barrier);
+            if t == 1 {
+                for _ in 0..20 {
+                    v.push(lines(b[0], BYTES, AccessKind::Read));
+                    v.push(compute_ms(0.5));
+                }
+            }
+            v
+        }),
+    };
+    let scaled = run(&w, &[0, 8], ThpMode::Never, Some(SCALED));
+    let unscaled = run(&w, &[0, 8], ThpMode::Never, Some(&full));
+    assert_eq!(
+        scaled.vmstat.numa_pages_migrated,
+        unscaled.vmstat.numa_pages_migrated
+    );
+    assert!(scaled.vmstat.numa_pages_migrated > 0);
+    // thread 1 takes the hint faults and copies: its migration time per hint fault
+    let per_fault = |r: &SimResult| r.per_thread[1].migration_ns / r.vmstat.numa_hint_faults as f64;
+    let ratio = per_fault(&scaled) / per_fault(&unscaled);
+    assert!(
+        (ratio - p.time_scale).abs() < 0.01 * p.time_scale,
+        "per hint fault {ratio:.5} of the unscaled cost, time_scale {}",
+        p.time_scale
+    );
+}
