@@ -191,29 +191,35 @@ fn two_stage_filter_refuses_alternating_nodes_and_allows_two_in_a_row() {
     assert_eq!(b.numa_pages_migrated, 1);
 }
 
-#[test]
-fn private_page_follows_its_only_user() {
-    // thread 0 (node 0) first-touches 4 MiB (twice the LLC), thread 1 (node 2) then uses
-    // them alone
-    const BYTES: u64 = 4 << 20;
-    let w = Script {
-        maps: vec![(BYTES, MapOptions::default())],
+/// Thread 0 first-touches 4 MiB (twice the LLC), thread 1 then uses them alone, 20 times.
+const PRIVATE_BYTES: u64 = 4 << 20;
+
+fn private_pages() -> Script<OpsFn> {
+    Script {
+        maps: vec![(PRIVATE_BYTES, MapOptions::default())],
         threads: 2,
         ops: Box::new(|b: &[u64], t: usize| {
             let mut v = vec![];
             if t == 0 {
-                v.push(lines(b[0], BYTES, AccessKind::Write));
+                v.push(lines(b[0], PRIVATE_BYTES, AccessKind::Write));
             }
             v.push(Op::Barrier);
             if t == 1 {
                 for _ in 0..20 {
-                    v.push(lines(b[0], BYTES, AccessKind::Read));
+                    v.push(lines(b[0], PRIVATE_BYTES, AccessKind::Read));
                     v.push(compute_ms(0.5));
                 }
             }
             v
         }),
-    };
+    }
+}
+
+#[test]
+fn private_page_follows_its_only_user() {
+    // thread 0 on node 0, thread 1 on node 2
+    const BYTES: u64 = PRIVATE_BYTES;
+    let w = private_pages();
     let off = run(&w, &[0, 8], ThpMode::Never, None);
     assert_eq!(resident(&off), vec![BYTES, 0, 0, 0]);
     let on = run(&w, &[0, 8], ThpMode::Never, Some(SCALED));
@@ -586,25 +592,7 @@ fn time_scale_scales_the_per_operation_costs() {
     assert_eq!(p.cost_scale(), p.time_scale);
     let full = format!("{SCALED},scale_costs=0");
     assert_eq!(NumaBalancingParams::parse(&full).unwrap().cost_scale(), 1.0);
-    const BYTES: u64 = 4 << 20;
-    let w = Script {
-        maps: vec![(BYTES, MapOptions::default())],
-        threads: 2,
-        ops: Box::new(|b: &[u64], t: usize| {
-            let mut v = vec![];
-            if t == 0 {
-                v.push(lines(b[0], BYTES, AccessKind::Write));
-            }
-            v.push(Op::Barrier);
-            if t == 1 {
-                for _ in 0..20 {
-                    v.push(lines(b[0], BYTES, AccessKind::Read));
-                    v.push(compute_ms(0.5));
-                }
-            }
-            v
-        }),
-    };
+    let w = private_pages();
     let scaled = run(&w, &[0, 8], ThpMode::Never, Some(SCALED));
     let unscaled = run(&w, &[0, 8], ThpMode::Never, Some(&full));
     assert_eq!(
