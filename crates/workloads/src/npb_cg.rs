@@ -171,7 +171,7 @@ impl RowSample {
     pub const ALL: RowSample = RowSample { stride: 1 };
 
     pub fn keeps(self, row: u64) -> bool {
-        (row / ROW_BLOCK) % self.stride == 0
+        (row / ROW_BLOCK).is_multiple_of(self.stride)
     }
 
     /// The kept sub-ranges of rows `[lo, hi)`, in order (all of it for `ALL`).
@@ -184,7 +184,7 @@ impl RowSample {
         }
         let mut out = Vec::new();
         let mut b = (lo / ROW_BLOCK).div_ceil(self.stride) * self.stride;
-        if (lo / ROW_BLOCK) % self.stride == 0 {
+        if (lo / ROW_BLOCK).is_multiple_of(self.stride) {
             b = lo / ROW_BLOCK;
         }
         while b * ROW_BLOCK < hi {

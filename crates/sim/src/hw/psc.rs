@@ -169,7 +169,7 @@ mod tests {
         };
         assert_eq!(p.walk(2 * MB, PageSize::Base4K), pde_only);
         // 2 MiB walks only ever need the PDPTE
-        assert_eq!(p.walk(5 * GB, PageSize::Huge2M).pde, false);
+        assert!(!p.walk(5 * GB, PageSize::Huge2M).pde);
         assert!(p.walk(6 * GB, PageSize::Huge2M).pdpte);
         assert!(!p.walk(6 * GB + 4 * MB, PageSize::Huge2M).pdpte);
         assert_eq!(p.walk(7 * GB, PageSize::Giant1G), UpperLevels::default());
