@@ -168,18 +168,16 @@ fn psc(raw: PscRaw, old: Option<PscConfig>) -> Result<PscConfig, Problem> {
     match (raw.pde_entries, raw.pdpte_entries, raw.unified_entries) {
         (None, None, Some(entries)) => Ok(PscConfig::Unified { entries }),
         (pde, pdpte, None) if pde.is_some() || pdpte.is_some() => {
-            let (d_pde, d_pdpte) = match old.unwrap_or_default() {
-                PscConfig::Split {
+            // a level not named keeps the base's size (Intel's default over an AMD base)
+            let (d_pde, d_pdpte) = match old {
+                Some(PscConfig::Split {
                     pde_entries,
                     pdpte_entries,
-                } => (pde_entries, pdpte_entries),
-                PscConfig::Unified { .. } => match PscConfig::DEFAULT {
-                    PscConfig::Split {
-                        pde_entries,
-                        pdpte_entries,
-                    } => (pde_entries, pdpte_entries),
-                    PscConfig::Unified { .. } => unreachable!("the default is split"),
-                },
+                }) => (pde_entries, pdpte_entries),
+                _ => (
+                    PscConfig::DEFAULT_PDE_ENTRIES,
+                    PscConfig::DEFAULT_PDPTE_ENTRIES,
+                ),
             };
             Ok(PscConfig::Split {
                 pde_entries: pde.unwrap_or(d_pde),
@@ -188,7 +186,7 @@ fn psc(raw: PscRaw, old: Option<PscConfig>) -> Result<PscConfig, Problem> {
         }
         _ => Err(Problem::new(
             "core.tlb.psc",
-            "neither or both of the split (pde_entries, pdpte_entries) and unified forms",
+            "the split form (pde_entries, pdpte_entries) and the unified one (unified_entries) mixed, or no key given",
             "{ pde_entries = N, pdpte_entries = M } (one cache per level, Intel) or { unified_entries = N } (AMD)",
         )),
     }

@@ -84,9 +84,11 @@ pub enum PscConfig {
 impl PscConfig {
     /// Intel's since Nehalem as Bhattacharjee models it ("Large-reach memory management unit
     /// caches", MICRO 2013: 32-entry PDE cache, 4-entry PDPTE cache), E.
+    pub const DEFAULT_PDE_ENTRIES: u32 = 32;
+    pub const DEFAULT_PDPTE_ENTRIES: u32 = 4;
     pub const DEFAULT: PscConfig = PscConfig::Split {
-        pde_entries: 32,
-        pdpte_entries: 4,
+        pde_entries: Self::DEFAULT_PDE_ENTRIES,
+        pdpte_entries: Self::DEFAULT_PDPTE_ENTRIES,
     };
 }
 
