@@ -332,33 +332,34 @@ impl CgMatrix {
         }
 
         // --- sparse: the outer products of the vectors, duplicates summed ---------------
-        // count the triples of each row: vector i adds |v_i| entries to each row it touches
-        let mut rowstr_pre = vec![0u64; n + 1];
+        // count the triples of each row: vector i adds |v_i| entries to each row it touches.
+        // One pass over the vectors for every row; a row sample keeps the counts of its rows
+        // for the matrix and the full prefix sums too (where rows start, for the addresses).
+        let mut counts = vec![0u64; n + 1];
         for i in 0..n {
             let v = &vec_cols[vec_start[i] as usize..vec_start[i + 1] as usize];
             for &j in v {
-                if sample.keeps(j as u64) {
-                    rowstr_pre[j as usize + 1] += v.len() as u64;
-                }
+                counts[j as usize + 1] += v.len() as u64;
             }
         }
-        for j in 0..n {
-            rowstr_pre[j + 1] += rowstr_pre[j];
-        }
-        // with a sample, the full matrix's pre-merge row starts too (for the addresses)
-        let mut full_pre = Vec::new();
-        if sample != RowSample::ALL {
-            full_pre = vec![0u64; n + 1];
-            for i in 0..n {
-                let v = &vec_cols[vec_start[i] as usize..vec_start[i + 1] as usize];
-                for &j in v {
-                    full_pre[j as usize + 1] += v.len() as u64;
-                }
-            }
+        let prefix = |mut c: Vec<u64>| {
             for j in 0..n {
-                full_pre[j + 1] += full_pre[j];
+                c[j + 1] += c[j];
             }
-        }
+            c
+        };
+        let (rowstr_pre, full_pre) = if sample == RowSample::ALL {
+            (prefix(counts), Vec::new())
+        } else {
+            let kept = (0..=n)
+                .map(|k| match k {
+                    0 => 0,
+                    k if sample.keeps(k as u64 - 1) => counts[k],
+                    _ => 0,
+                })
+                .collect();
+            (prefix(kept), prefix(counts))
+        };
         let nza_pre = rowstr_pre[n] as usize;
         assert!(
             nza_pre as u64 <= (n * nz1 * nz1) as u64,
