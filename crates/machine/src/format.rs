@@ -24,7 +24,7 @@ use crate::hwloc::{self, HwlocDefaults};
 use crate::validate::{self, Problem};
 use crate::{
     cpulist, preset, preset_ids, CacheGeom, CoreParams, Curve, Link, Machine, MachineError, NodeHw,
-    OsCosts, PscConfig, TlbConfig, TlbPool,
+    OsCosts, PscConfig, SiblingNumbering, TlbConfig, TlbPool,
 };
 use numalab_core::{NodeId, NodeInfo, PageSize, Topology};
 use serde::Deserialize;
@@ -111,6 +111,7 @@ impl<'de> Deserialize<'de> for ShapeRaw {
 struct CoreRaw {
     ghz: Option<f64>,
     threads_per_core: Option<u32>,
+    siblings: Option<SiblingNumbering>,
     concurrency_lines: Option<f64>,
     rob_entries: Option<u32>,
     private_cache: Option<CacheRaw>,
@@ -551,6 +552,7 @@ fn resolve(
             "core.ghz",
             "the core clock in GHz",
         )?,
+        siblings: rc.siblings.or(oc.map(|c| c.siblings)).unwrap_or_default(),
         concurrency_lines: pick(
             rc.concurrency_lines,
             oc.map(|c| c.concurrency_lines),
@@ -957,6 +959,7 @@ pub(crate) fn to_toml(m: &Machine) -> String {
     let _ = writeln!(s, "\n[core]");
     let _ = writeln!(s, "ghz = {}", num(c.ghz));
     let _ = writeln!(s, "threads_per_core = {}", m.topology.smt);
+    let _ = writeln!(s, "siblings = {}", string(c.siblings.name()));
     let _ = writeln!(s, "concurrency_lines = {}", num(c.concurrency_lines));
     let _ = writeln!(s, "rob_entries = {}", c.rob_entries);
     let _ = writeln!(

@@ -38,7 +38,8 @@
 //! the same machine-building rules: `numalab_place::machine_file` does so from the kernel's sysfs.
 
 use crate::{
-    CacheGeom, CoreParams, Curve, Link, Machine, MachineError, NodeHw, OsCosts, TlbConfig, TlbPool,
+    CacheGeom, CoreParams, Curve, Link, Machine, MachineError, NodeHw, OsCosts, SiblingNumbering,
+    TlbConfig, TlbPool,
 };
 use numalab_core::{CpuId, NodeId, NodeInfo, PageSize, Topology};
 use std::collections::{BTreeSet, HashMap};
@@ -1080,6 +1081,7 @@ pub fn import_parsed_detailed(
     } else {
         ((core_sizes.iter().sum::<usize>() as f64 / core_sizes.len() as f64).round() as u32).max(1)
     };
+    let siblings = sibling_numbering(&s.cores, &kept_pus);
 
     // Caches.
     let ways_of = |c: &ParsedCache, bytes: u64| -> u32 {
@@ -1530,6 +1532,7 @@ pub fn import_parsed_detailed(
         topology,
         core: CoreParams {
             ghz: d.ghz,
+            siblings,
             concurrency_lines: d.concurrency_lines,
             rob_entries: d.rob_entries,
             private_cache,
@@ -1578,6 +1581,25 @@ fn bfs_hops(n: usize, pairs: &[(usize, usize)]) -> Vec<Vec<usize>> {
 /// `0-1,12-15` for a list of ids.
 fn list(ids: &[u32]) -> String {
     crate::cpulist::format(&ids.iter().map(|&i| CpuId(i)).collect::<Vec<_>>())
+}
+
+/// How the kept PUs of each core are numbered: adjacent where every core with several PUs
+/// has consecutive ids (`0,1`), else Linux's spread (`0,44`), which is also what a machine
+/// without SMT gets (the numbering then means nothing).
+fn sibling_numbering(cores: &[BTreeSet<u32>], kept: &BTreeSet<u32>) -> SiblingNumbering {
+    let mut multi = cores
+        .iter()
+        .map(|c| c.intersection(kept).copied().collect::<Vec<u32>>())
+        .filter(|pus| pus.len() > 1)
+        .peekable();
+    if multi.peek().is_none() {
+        return SiblingNumbering::Spread;
+    }
+    if multi.all(|pus| pus.windows(2).all(|w| w[1] == w[0] + 1)) {
+        SiblingNumbering::Adjacent
+    } else {
+        SiblingNumbering::Spread
+    }
 }
 
 #[cfg(test)]

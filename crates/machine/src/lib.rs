@@ -108,10 +108,38 @@ fn default_rob_entries() -> u32 {
     DEFAULT_ROB_ENTRIES
 }
 
+/// How a machine numbers the hardware threads of one core (SMT siblings) in a node's CPU
+/// list. Linux on x86 spreads them: every core's first thread, then every core's second
+/// (node 0 of `xeon-e5-2699v4-2n` is `0-21,44-65`, and CPUs c and c + 44 are one core). Some
+/// systems number them adjacently: M13's L4 system on the X5650 (`(0, 1)` one core,
+/// reference/machines.md §3.4).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SiblingNumbering {
+    /// Position p of a node's n CPUs is core p mod (n / smt).
+    #[default]
+    Spread,
+    /// Position p of a node's CPUs is core p / smt.
+    Adjacent,
+}
+
+impl SiblingNumbering {
+    pub fn name(self) -> &'static str {
+        match self {
+            SiblingNumbering::Spread => "spread",
+            SiblingNumbering::Adjacent => "adjacent",
+        }
+    }
+}
+
 /// Per-core parameters (all cores of a preset are alike).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CoreParams {
     pub ghz: f64,
+    /// How the CPUs of one core are numbered (used where `topology.smt` > 1). Absent in a
+    /// machine file: the Linux x86 convention, [`SiblingNumbering::Spread`].
+    #[serde(default)]
+    pub siblings: SiblingNumbering,
     /// Cache misses one core keeps in flight (reference/machines.md §5.4); SMT siblings share it.
     pub concurrency_lines: f64,
     /// Reorder-buffer entries: how many instructions past an outstanding miss the core can
@@ -284,6 +312,28 @@ impl Machine {
             .iter()
             .map(|ld| self.links[ld.link].gbps_per_dir)
             .fold(self.nodes[to.index()].ctrl_peak_gbps, f64::min)
+    }
+
+    /// The physical core of every CPU, as dense indices (the nodes' cores in node order):
+    /// `(cpu id, core)` for each CPU. SMT siblings share a core (`core.siblings` says how they
+    /// are numbered); a node whose CPU count is not a multiple of `smt` gets a last, partial
+    /// core.
+    pub fn cores_of_cpus(&self) -> Vec<(numalab_core::CpuId, usize)> {
+        let smt = self.topology.smt.max(1) as usize;
+        let mut out = Vec::with_capacity(self.topology.num_cpus());
+        let mut first = 0;
+        for n in &self.topology.nodes {
+            let cores = n.cpus.len().div_ceil(smt);
+            for (p, &cpu) in n.cpus.iter().enumerate() {
+                let local = match self.core.siblings {
+                    SiblingNumbering::Spread => p % cores.max(1),
+                    SiblingNumbering::Adjacent => p / smt,
+                };
+                out.push((cpu, first + local));
+            }
+            first += cores;
+        }
+        out
     }
 
     /// The static routes over this machine's links (see [`Routes::compute`]).

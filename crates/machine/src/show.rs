@@ -217,9 +217,14 @@ pub fn summary(m: &Machine) -> String {
 
     let c = &m.core;
     let _ = writeln!(s, "\ncore");
+    let siblings = if m.topology.smt > 1 {
+        format!(" (siblings numbered {})", c.siblings.name())
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         s,
-        "  clock            {} GHz, {} thread(s) per core",
+        "  clock            {} GHz, {} thread(s) per core{siblings}",
         trim(c.ghz, 3),
         m.topology.smt
     );

@@ -1,7 +1,7 @@
 //! The TOML machine format: round trips, override files, and errors that name the key.
 
 use numalab_core::{CpuId, NodeId};
-use numalab_machine::{preset, preset_ids, Curve, Machine, MachineError};
+use numalab_machine::{preset, preset_ids, Curve, Machine, MachineError, SiblingNumbering};
 use std::path::PathBuf;
 
 /// A fresh folder for files of one test.
@@ -173,6 +173,36 @@ fn smt_can_be_switched_on_by_an_override() {
     let m = Machine::from_toml_str(&text, "dahu-smt.toml").unwrap();
     assert_eq!((m.topology.smt, m.topology.num_cpus()), (2, 64));
     assert_eq!(m.topology.node_of_cpu(CpuId(33)), Some(NodeId(1)));
+    // Linux's numbering: CPU c and c + 32 are one core
+    let core = |m: &Machine, cpu: u32| {
+        m.cores_of_cpus()
+            .into_iter()
+            .find(|(c, _)| c.0 == cpu)
+            .map(|(_, k)| k)
+            .unwrap()
+    };
+    assert_eq!(m.core.siblings, SiblingNumbering::Spread);
+    assert_eq!(core(&m, 0), core(&m, 32));
+    assert_ne!(core(&m, 0), core(&m, 2));
+    assert_eq!(core(&m, 33), core(&m, 1));
+    // numbered adjacently instead: CPUs 0 and 2 (node 0's first two) are one core
+    let adjacent = text.replace(
+        "threads_per_core = 2",
+        "threads_per_core = 2\nsiblings = \"adjacent\"",
+    );
+    let a = Machine::from_toml_str(&adjacent, "dahu-smt.toml").unwrap();
+    assert_eq!(a.core.siblings, SiblingNumbering::Adjacent);
+    assert_eq!(core(&a, 0), core(&a, 2));
+    assert_ne!(core(&a, 0), core(&a, 32));
+    assert_eq!(Machine::from_toml_str(&a.to_toml(), "again").unwrap(), a);
+    let bad = text.replace(
+        "threads_per_core = 2",
+        "threads_per_core = 2\nsiblings = \"paired\"",
+    );
+    let e = Machine::from_toml_str(&bad, "dahu-smt.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("siblings") || e.contains("paired"), "{e}");
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use numalab_core::{CpuId, NodeId};
 use numalab_machine::hwloc::{import_file, import_str, HwlocDefaults};
-use numalab_machine::{load, Curve, Machine, MachineError};
+use numalab_machine::{load, Curve, Machine, MachineError, SiblingNumbering};
 use std::path::PathBuf;
 
 const GIB: u64 = 1 << 30;
@@ -128,6 +128,17 @@ fn em64t_2n6c2t_pci_westmere_like() {
     assert_eq!(m.topology.num_nodes(), 2);
     assert_eq!(cpus(&m, 0), (0..24).step_by(2).collect::<Vec<_>>());
     assert_eq!(cpus(&m, 1), (1..24).step_by(2).collect::<Vec<_>>());
+    // Core objects pair PU 0 with 12, 2 with 14, ...: Linux's spread numbering
+    assert_eq!(m.core.siblings, SiblingNumbering::Spread);
+    let core: std::collections::BTreeMap<u32, usize> = m
+        .cores_of_cpus()
+        .into_iter()
+        .map(|(c, k)| (c.0, k))
+        .collect();
+    assert_eq!(core[&0], core[&12]);
+    assert_eq!(core[&2], core[&14]);
+    assert_ne!(core[&0], core[&2]);
+    assert_eq!(core[&1], core[&13]);
     assert_eq!(m.topology.nodes[0].mem_bytes, 19_316_633_600);
     assert_eq!(m.topology.nodes[1].mem_bytes, 19_327_348_736);
     assert_eq!(m.topology.smt, 2);

@@ -10,6 +10,7 @@ use crate::hw::compact_cache::CompactCache;
 use crate::hw::host_isa::{Avx2, Avx512, Baseline, HostIsa};
 use crate::hw::overlap::Window;
 use crate::hw::private_cache::{Build, On, PrivateCache, PrivateLayout};
+use crate::hw::smt::Cores;
 use crate::hw::tlb::{Tlb, TlbOutcome};
 use crate::memsys::MemSys;
 use crate::os::{MigrateReport, Os, OsError};
@@ -89,8 +90,12 @@ const SHORT_RUN_LINES: u32 = 32;
 
 /// Figures copied out of the machine description for the hot path.
 struct Params {
+    /// 1 / the thread's share of its core's concurrency, and its share of the reorder
+    /// buffer: the whole core's when no SMT sibling runs (`Simulator::share_core`).
     inv_conc: f64,
     rob_entries: f64,
+    core_inv_conc: f64,
+    core_rob_entries: f64,
     private_hit_ns: f64,
     llc_hit_ns: f64,
     tlb_l2_hit_ns: f64,
@@ -169,6 +174,8 @@ struct Thread {
     task: TaskId,
     cpu: CpuId,
     node: usize,
+    /// The slot of the core `cpu` belongs to (`Simulator::cores`).
+    core: usize,
     clock: f64,
     program: Box<dyn ThreadProgram>,
     ops: Vec<Op>,
@@ -183,6 +190,9 @@ struct Thread {
     /// Over a quarter of the last turn's references missed the private cache: read-modify-
     /// write Access ops ahead get their dirty victim's LLC set prefetched (host-side only).
     victim_hints: bool,
+    /// The core's TLBs and private cache during the thread's turn; between turns the
+    /// thread holds an unused state here and the live one is its core's (`Simulator::cores`,
+    /// hw/smt.rs), which SMT siblings share.
     tlb: Tlb,
     l2: PrivateCache,
     /// Time of the independent references so far, ns: what compute may overlap.
@@ -231,6 +241,11 @@ pub struct Simulator {
     /// can read it while the thread's state is borrowed mutably).
     gather_tables: Vec<Option<GatherTable>>,
     sh: Shared,
+    /// The physical cores the threads run on, with their private state (hw/smt.rs).
+    cores: Cores,
+    /// Live threads on each core slot at the start of the epoch: SMT siblings share the
+    /// core's concurrency and reorder buffer.
+    core_threads: Vec<u32>,
     cfg: SimConfig,
     workload_name: String,
     phases: Vec<PhaseStats>,
@@ -311,6 +326,7 @@ impl Simulator {
         let specs = workload.build(&mut BuildSpace { os: &mut os });
         let c = &machine.core;
         let gather_tables = specs.iter().map(|s| s.program.gather_table()).collect();
+        let mut cores = Cores::new(machine, host_isa);
         if let Some(nb) = os.numab.as_mut() {
             for (t, &cpu) in cpus.iter().enumerate() {
                 nb.set_cpus_allowed(t as u32, cfg.pinning.cpus_allowed(&machine.topology, cpu));
@@ -327,11 +343,13 @@ impl Simulator {
                     .expect("resolved CPUs exist")
                     .index();
                 let phase_names = spec.program.phase_names();
+                let spare = cores.fresh();
                 Thread {
                     id: i as u32,
                     task: spec.task,
                     cpu,
                     node,
+                    core: cores.slot_of(cpu),
                     clock: 0.0,
                     program: spec.program,
                     ops: Vec::with_capacity(4096),
@@ -342,8 +360,8 @@ impl Simulator {
                     pending: None,
                     turn_start: (0, 0),
                     victim_hints: false,
-                    tlb: Tlb::new(&c.tlb),
-                    l2: PrivateCache::new(c.private_cache.bytes, c.private_cache.ways, host_isa),
+                    tlb: spare.tlb,
+                    l2: spare.l2,
                     indep_ns: 0.0,
                     window: Window::default(),
                     turn_clock: 0.0,
@@ -383,6 +401,8 @@ impl Simulator {
         let p = Params {
             inv_conc: 1.0 / c.concurrency_lines.max(1.0),
             rob_entries: c.rob_entries as f64,
+            core_inv_conc: 1.0 / c.concurrency_lines.max(1.0),
+            core_rob_entries: c.rob_entries as f64,
             private_hit_ns: c.private_hit_ns,
             llc_hit_ns: c.llc_hit_ns,
             tlb_l2_hit_ns: c.tlb.l2_hit_ns,
@@ -417,6 +437,8 @@ impl Simulator {
             threads,
             gather_tables,
             sh,
+            cores,
+            core_threads: Vec::new(),
             workload_name: workload.name(),
             host_isa,
             cfg,
@@ -454,6 +476,7 @@ impl Simulator {
             let end = self.now + epoch;
             clocks_at_start.clear();
             clocks_at_start.extend(self.threads.iter().map(|t| t.clock));
+            self.count_core_threads();
             // Run every runnable thread to the epoch end; barriers released mid-epoch let
             // their threads continue within the same epoch.
             loop {
@@ -463,7 +486,7 @@ impl Simulator {
                     if th.finished || th.waiting || th.clock >= end {
                         continue;
                     }
-                    self.run_thread(t, end)?;
+                    self.run_turn(t, end)?;
                     loop {
                         if !self.sh.deferred_shootdowns.is_empty() {
                             self.flush_deferred_shootdowns();
@@ -478,7 +501,7 @@ impl Simulator {
                         if th.finished || th.waiting || th.clock >= end {
                             break;
                         }
-                        self.run_thread(t, end)?;
+                        self.run_turn(t, end)?;
                     }
                     progressed = true;
                 }
@@ -602,6 +625,37 @@ impl Simulator {
             }
         }
         released
+    }
+
+    /// Live threads per core slot. A live thread holds its hardware thread even while it
+    /// waits at a barrier (OpenMP's waits spin), so it counts until it finishes.
+    fn count_core_threads(&mut self) {
+        self.core_threads.clear();
+        self.core_threads.resize(self.cores.len(), 0);
+        for th in self.threads.iter().filter(|t| !t.finished) {
+            self.core_threads[th.core] += 1;
+        }
+    }
+
+    /// One turn of thread `t`: it borrows its core's TLBs and private cache, runs with its
+    /// share of the core's miss concurrency and reorder buffer (an even split among the
+    /// core's live threads, hw/smt.rs), and hands the state back.
+    fn run_turn(&mut self, t: usize, end: f64) -> Result<(), SimError> {
+        let slot = self.threads[t].core;
+        let sharers = f64::from(self.core_threads.get(slot).copied().unwrap_or(1).max(1));
+        self.sh.p.inv_conc = self.sh.p.core_inv_conc * sharers;
+        self.sh.p.rob_entries = self.sh.p.core_rob_entries / sharers;
+        self.swap_core_state(t);
+        let r = self.run_thread(t, end);
+        self.swap_core_state(t);
+        r
+    }
+
+    fn swap_core_state(&mut self, t: usize) {
+        let th = &mut self.threads[t];
+        let core = self.cores.state(th.core);
+        std::mem::swap(&mut th.tlb, &mut core.tlb);
+        std::mem::swap(&mut th.l2, &mut core.l2);
     }
 
     /// Runs thread `t` up to `end`, in the best engine build the host has (`host_isa`) for
@@ -849,8 +903,8 @@ impl Simulator {
                     self.sh.mem.copy(from, to, bytes);
                 }
             }
-            for th in &mut self.threads {
-                th.tlb.invalidate_range(start, PageSize::Huge2M.bytes());
+            for core in self.cores.states() {
+                core.tlb.invalidate_range(start, PageSize::Huge2M.bytes());
             }
         }
     }
@@ -982,11 +1036,12 @@ impl Simulator {
                                 let from = NodeId(th.node as u16);
                                 self.moved.push((thread, from, node));
                             }
-                            // a migrated thread starts with cold private caches and TLB
+                            // a migrated thread finds what its new core caches, with no
+                            // translation of its own in the TLB (the switch of address space)
                             th.cpu = cpu;
                             th.node = node.index();
-                            th.tlb.flush();
-                            th.l2.clear();
+                            th.core = self.cores.slot_of(cpu);
+                            self.cores.state(th.core).tlb.flush();
                         }
                     }
                 }
@@ -1010,8 +1065,8 @@ impl Simulator {
             };
             self.policy_ns += base + bytes as f64 / rate;
             for (s, size) in &r.moved {
-                for th in self.threads.iter_mut().filter(|t| t.task == task) {
-                    th.tlb.invalidate(*s, *size);
+                for th in self.threads.iter().filter(|t| t.task == task) {
+                    self.cores.state(th.core).tlb.invalidate(*s, *size);
                 }
             }
             self.shootdown(task, 0, 0);
@@ -1064,6 +1119,7 @@ impl Simulator {
                 let th = &mut self.threads[t];
                 th.cpu = cpu;
                 th.node = node.index();
+                th.core = self.cores.slot_of(cpu);
                 th.s.cpu = cpu.0;
                 th.s.node = node.0;
             }
@@ -1129,7 +1185,7 @@ impl Simulator {
                 .iter_mut()
                 .filter(|t| t.task == task && !t.finished && t.id != except)
             {
-                th.tlb.invalidate_range(start, len);
+                self.cores.state(th.core).tlb.invalidate_range(start, len);
                 th.clock += cost * n as f64;
                 th.s.migration_ns += cost * n as f64;
             }
@@ -1149,7 +1205,7 @@ impl Simulator {
             .filter(|t| t.task == task && !t.finished)
         {
             if len > 0 {
-                th.tlb.invalidate_range(start, len);
+                self.cores.state(th.core).tlb.invalidate_range(start, len);
             }
             th.clock += cost;
             th.s.migration_ns += cost;

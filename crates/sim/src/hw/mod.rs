@@ -1,5 +1,5 @@
 //! Hardware lookup structures on the simulator's hot path: caches and TLBs; and the core's
-//! instruction window (compute overlapping memory).
+//! instruction window (compute overlapping memory); the cores whose state SMT siblings share.
 
 pub mod cache;
 pub(crate) mod compact_cache;
@@ -7,4 +7,5 @@ pub mod host_isa;
 pub mod overlap;
 pub(crate) mod private_cache;
 pub mod psc;
+pub(crate) mod smt;
 pub mod tlb;

@@ -34,14 +34,6 @@ impl PrivateCache {
         PrivateCache::Wide(SetAssocCache::new(bytes, ways))
     }
 
-    /// Empties the cache (dirty lines are dropped, not reported).
-    pub(crate) fn clear(&mut self) {
-        match self {
-            PrivateCache::Compact(c) => c.clear(),
-            PrivateCache::Wide(c) => c.clear(),
-        }
-    }
-
     /// Whether the compact layout is in use.
     pub(crate) fn is_compact(&self) -> bool {
         matches!(self, PrivateCache::Compact(_))
