@@ -22,5 +22,6 @@ pub use sample::{AccessSample, DataSource};
 pub use topology::{NodeInfo, Topology, TopologyError};
 pub use view::{Action, MemoryView, NextTouchMechanism, PageInfo, Policy, RegionInfo, ThreadInfo};
 pub use workload::{
-    AccessKind, AddressSpace, GatherTable, MapOptions, Op, ThreadProgram, ThreadSpec, Workload,
+    map_static, static_layout, AccessKind, AddressSpace, GatherTable, MapOptions, Op, StaticArray,
+    ThreadProgram, ThreadSpec, Workload,
 };

@@ -126,6 +126,66 @@ pub trait AddressSpace {
     /// Map `bytes` of anonymous memory for `task`; returns its start address (2 MiB aligned,
     /// 1 GiB aligned for 1G hugetlb). Pages are populated at first touch.
     fn mmap(&mut self, task: TaskId, name: &str, bytes: u64, opts: MapOptions) -> u64;
+
+    /// Map a program's static arrays as the compiler and linker lay them out in its `.bss`
+    /// (Fortran COMMON blocks, C globals): one anonymous mapping named `segment`, every array
+    /// at the next multiple of its `align` after the previous one and no gap beyond that, so
+    /// that pages, huge pages included, straddle neighbouring arrays. Returns each array's
+    /// start. An address space that keeps names may record the arrays as parts of the mapping.
+    fn mmap_static(
+        &mut self,
+        task: TaskId,
+        segment: &str,
+        arrays: &[StaticArray],
+        opts: MapOptions,
+    ) -> Vec<u64> {
+        let (offsets, bytes) = static_layout(arrays);
+        let base = self.mmap(task, segment, bytes, opts);
+        offsets.into_iter().map(|o| base + o).collect()
+    }
+}
+
+/// One array of a static segment ([`AddressSpace::mmap_static`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct StaticArray<'a> {
+    pub name: &'a str,
+    pub bytes: u64,
+    /// Where it may start: its element size inside a COMMON block, or the block's own
+    /// alignment for the first array of a block.
+    pub align: u64,
+}
+
+impl<'a> StaticArray<'a> {
+    pub fn new(name: &'a str, bytes: u64, align: u64) -> Self {
+        StaticArray { name, bytes, align }
+    }
+}
+
+/// [`AddressSpace::mmap_static`] for a fixed number of arrays: their starts as an array.
+pub fn map_static<const N: usize>(
+    mem: &mut dyn AddressSpace,
+    task: TaskId,
+    segment: &str,
+    arrays: &[StaticArray; N],
+    opts: MapOptions,
+) -> [u64; N] {
+    let starts = mem.mmap_static(task, segment, arrays, opts);
+    // mmap_static returns one start per array
+    std::array::from_fn(|i| starts[i])
+}
+
+/// The offset of every array of a static segment from its start, and the segment's size.
+pub fn static_layout(arrays: &[StaticArray]) -> (Vec<u64>, u64) {
+    let mut end = 0u64;
+    let offsets = arrays
+        .iter()
+        .map(|a| {
+            let at = end.div_ceil(a.align.max(1)) * a.align.max(1);
+            end = at + a.bytes;
+            at
+        })
+        .collect();
+    (offsets, end)
 }
 
 /// A thread of a workload: the task it belongs to and its program.

@@ -1,7 +1,9 @@
 //! Looking at a workload without simulating it: a bump-allocator [`AddressSpace`] and a
 //! summary of the ops a thread program emits (used by the tests and the `op_counts` example).
 
-use numalab_core::workload::{AccessKind, AddressSpace, MapOptions, Op, ThreadSpec, LINE_BYTES};
+use numalab_core::workload::{
+    static_layout, AccessKind, AddressSpace, MapOptions, Op, StaticArray, ThreadSpec, LINE_BYTES,
+};
 use numalab_core::{PageSize, TaskId};
 use std::collections::BTreeMap;
 
@@ -74,6 +76,31 @@ impl AddressSpace for BumpSpace {
             opts,
         });
         start
+    }
+
+    /// As the simulator lays the segment out, but every array is a mapping of its own name
+    /// (adjacent, the guard gap after the segment only), so that references are counted per
+    /// array.
+    fn mmap_static(
+        &mut self,
+        task: TaskId,
+        segment: &str,
+        arrays: &[StaticArray],
+        opts: MapOptions,
+    ) -> Vec<u64> {
+        let (offsets, bytes) = static_layout(arrays);
+        let base = self.mmap(task, segment, bytes, opts.clone());
+        self.mappings.pop();
+        for (a, &o) in arrays.iter().zip(&offsets) {
+            self.mappings.push(Mapping {
+                task,
+                name: a.name.to_string(),
+                start: base + o,
+                bytes: a.bytes,
+                opts: opts.clone(),
+            });
+        }
+        offsets.into_iter().map(|o| base + o).collect()
     }
 }
 

@@ -25,8 +25,8 @@
 use crate::emit::{line_of, static_range, Gen, Script, Span, Status, CHUNK_OPS};
 use crate::spec::{Params, WorkloadError};
 use numalab_core::workload::{
-    AccessKind, AddressSpace, GatherTable, MapOptions, Op, ThreadProgram, ThreadSpec, Workload,
-    LINE_BYTES,
+    map_static, AccessKind, AddressSpace, GatherTable, MapOptions, Op, StaticArray, ThreadProgram,
+    ThreadSpec, Workload, LINE_BYTES,
 };
 use numalab_core::TaskId;
 use std::sync::{Arc, OnceLock};
@@ -830,22 +830,28 @@ struct Layout {
 impl Layout {
     fn map(mem: &mut dyn AddressSpace, m: &CgMatrix, rowstr_bytes: u64) -> Layout {
         let (n, nz, naz) = (m.n as u64, m.nz_alloc(), m.naz());
-        let task = TaskId(0);
-        let mut map = |name: &str, bytes: u64| mem.mmap(task, name, bytes, MapOptions::default());
-        let colidx = map("cg.colidx", nz * 4);
-        let rowstr = map("cg.rowstr", (n + 1) * rowstr_bytes);
-        let iv = map("cg.iv", (nz + n) * 4);
-        let arow = map("cg.arow", n * 4);
-        let acol = map("cg.acol", naz * 4);
-        let v = map("cg.v", nz * 8);
-        let aelt = map("cg.aelt", naz * 8);
-        let a = map("cg.a", nz * 8);
+        // NPB's static arrays, its two COMMON blocks in declaration order in one .bss:
+        // main_int_mem (colidx, rowstr, iv, arow, acol), then main_flt_mem (v, aelt, a, x,
+        // z, p, q, r). Every array starts on a cache line: the workload emits whole lines,
+        // and NPB's packing would move an array by less than one.
         let vec = (n + 2) * 8;
-        let x = map("cg.x", vec);
-        let z = map("cg.z", vec);
-        let p = map("cg.p", vec);
-        let q = map("cg.q", vec);
-        let r = map("cg.r", vec);
+        let arrays = [
+            StaticArray::new("cg.colidx", nz * 4, LINE_BYTES),
+            StaticArray::new("cg.rowstr", (n + 1) * rowstr_bytes, LINE_BYTES),
+            StaticArray::new("cg.iv", (nz + n) * 4, LINE_BYTES),
+            StaticArray::new("cg.arow", n * 4, LINE_BYTES),
+            StaticArray::new("cg.acol", naz * 4, LINE_BYTES),
+            StaticArray::new("cg.v", nz * 8, LINE_BYTES),
+            StaticArray::new("cg.aelt", naz * 8, LINE_BYTES),
+            StaticArray::new("cg.a", nz * 8, LINE_BYTES),
+            StaticArray::new("cg.x", vec, LINE_BYTES),
+            StaticArray::new("cg.z", vec, LINE_BYTES),
+            StaticArray::new("cg.p", vec, LINE_BYTES),
+            StaticArray::new("cg.q", vec, LINE_BYTES),
+            StaticArray::new("cg.r", vec, LINE_BYTES),
+        ];
+        let [colidx, rowstr, iv, arow, acol, v, aelt, a, x, z, p, q, r] =
+            map_static(mem, TaskId(0), "cg.bss", &arrays, MapOptions::default());
         Layout {
             colidx,
             rowstr,

@@ -23,7 +23,10 @@ use crate::emit::{static_range, Gen, Script, Span, Status, CHUNK_OPS};
 use crate::kernel::compute;
 use crate::npb_cg::RANDLC_CYCLES;
 use crate::spec::{Params, WorkloadError};
-use numalab_core::workload::{AccessKind, AddressSpace, MapOptions, Op, ThreadSpec, Workload};
+use numalab_core::workload::{
+    map_static, AccessKind, AddressSpace, MapOptions, Op, StaticArray, ThreadSpec, Workload,
+    LINE_BYTES,
+};
 use numalab_core::TaskId;
 
 pub const NAME: &str = "npb-ft";
@@ -298,9 +301,21 @@ impl Workload for NpbFt {
         let task = TaskId(0);
         let o = MapOptions::default;
         let n = self.elements();
-        let u0 = mem.mmap(task, "ft.u0", n * COMPLEX, o());
-        let u1 = mem.mmap(task, "ft.u1", n * COMPLEX, o());
-        let twiddle = mem.mmap(task, "ft.twiddle", n * 8, o());
+        // NPB's COMMON /bigarrays/ u0, pad1(3), u1, pad2(3), twiddle: adjacent in one .bss,
+        // the 3-element pads included, each on a cache line (the workload emits whole lines)
+        let [u0, _pad1, u1, _pad2, twiddle] = map_static(
+            mem,
+            task,
+            "ft.bss",
+            &[
+                StaticArray::new("ft.u0", n * COMPLEX, LINE_BYTES),
+                StaticArray::new("ft.pad1", 3 * COMPLEX, LINE_BYTES),
+                StaticArray::new("ft.u1", n * COMPLEX, LINE_BYTES),
+                StaticArray::new("ft.pad2", 3 * COMPLEX, LINE_BYTES),
+                StaticArray::new("ft.twiddle", n * 8, LINE_BYTES),
+            ],
+            o(),
+        );
         let scratch = mem.mmap(
             task,
             "ft.scratch",

@@ -29,7 +29,10 @@ use crate::emit::{static_range, Gen, Script, Span, Status, CHUNK_OPS};
 use crate::kernel::{compute, dynamic_schedule};
 use crate::npb_cg::randlc;
 use crate::spec::{Params, WorkloadError};
-use numalab_core::workload::{AccessKind, AddressSpace, MapOptions, Op, ThreadSpec, Workload};
+use numalab_core::workload::{
+    map_static, AccessKind, AddressSpace, MapOptions, Op, StaticArray, ThreadSpec, Workload,
+    LINE_BYTES,
+};
 use numalab_core::TaskId;
 use std::sync::{Arc, OnceLock};
 
@@ -554,10 +557,24 @@ impl Workload for NpbIs {
         let o = MapOptions::default;
         let task = TaskId(0);
         let nb = d.buckets;
+        // NPB IS's global arrays key_array, key_buff1, key_buff2, adjacent in one .bss (each
+        // on a cache line: the workload emits whole lines); the per-thread bucket arrays are
+        // malloc'd.
+        let [key_array, key_buff1, key_buff2] = map_static(
+            mem,
+            task,
+            "is.bss",
+            &[
+                StaticArray::new("is.key_array", self.num_keys * e, LINE_BYTES),
+                StaticArray::new("is.key_buff1", d.max_key * e, LINE_BYTES),
+                StaticArray::new("is.key_buff2", self.num_keys * e, LINE_BYTES),
+            ],
+            o(),
+        );
         let m = Maps {
-            key_array: mem.mmap(task, "is.key_array", self.num_keys * e, o()),
-            key_buff1: mem.mmap(task, "is.key_buff1", d.max_key * e, o()),
-            key_buff2: mem.mmap(task, "is.key_buff2", self.num_keys * e, o()),
+            key_array,
+            key_buff1,
+            key_buff2,
             bucket_size: mem.mmap(task, "is.bucket_size", self.threads as u64 * nb * e, o()),
             bucket_ptrs: mem.mmap(task, "is.bucket_ptrs", self.threads as u64 * nb * e, o()),
         };

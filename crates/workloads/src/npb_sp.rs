@@ -19,7 +19,9 @@
 use crate::emit::{static_range, Script};
 use crate::grid::{at, near, Field, Grid, RowSweep, Rows, Touch};
 use crate::spec::{Params, WorkloadError};
-use numalab_core::workload::{AccessKind, AddressSpace, MapOptions, ThreadSpec, Workload};
+use numalab_core::workload::{
+    AccessKind, AddressSpace, MapOptions, StaticArray, ThreadSpec, Workload, LINE_BYTES,
+};
 use numalab_core::TaskId;
 
 pub const NAME: &str = "npb-sp";
@@ -113,16 +115,22 @@ impl Workload for NpbSp {
     fn build(&self, mem: &mut dyn AddressSpace) -> Vec<ThreadSpec> {
         let g = self.grid();
         let task = TaskId(0);
-        let f: Vec<Field> = FIELD_NAMES
+        // NPB's static arrays (header.h's COMMON /fields/), adjacent in one .bss in the
+        // model's order, each on a cache line (the workload emits whole lines): huge pages
+        // straddle neighbouring fields.
+        let comps_of = |i: usize| if i < 3 { 5 } else { 1 };
+        let arrays: Vec<StaticArray> = FIELD_NAMES
             .iter()
             .enumerate()
-            .map(|(i, name)| {
-                let comps = if i < 3 { 5 } else { 1 };
-                let bytes = g.points() * comps * 8;
-                Field {
-                    base: mem.mmap(task, name, bytes, MapOptions::default()),
-                    comps,
-                }
+            .map(|(i, name)| StaticArray::new(name, g.points() * comps_of(i) * 8, LINE_BYTES))
+            .collect();
+        let starts = mem.mmap_static(task, "sp.bss", &arrays, MapOptions::default());
+        let f: Vec<Field> = starts
+            .iter()
+            .enumerate()
+            .map(|(i, &base)| Field {
+                base,
+                comps: comps_of(i),
             })
             .collect();
         let (u, rhs, forcing) = (f[0], f[1], f[2]);

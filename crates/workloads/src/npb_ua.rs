@@ -26,7 +26,9 @@
 use crate::emit::{static_range, Gen, Script, Span, Status, CHUNK_OPS};
 use crate::kernel::compute;
 use crate::spec::{Params, WorkloadError};
-use numalab_core::workload::{AccessKind, AddressSpace, MapOptions, Op, ThreadSpec, Workload};
+use numalab_core::workload::{
+    AccessKind, AddressSpace, MapOptions, Op, StaticArray, ThreadSpec, Workload, LINE_BYTES,
+};
 use numalab_core::TaskId;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -518,26 +520,43 @@ impl Workload for NpbUa {
         let task = TaskId(0);
         let o = MapOptions::default;
         let lelt = self.class.lelt;
+        // NPB's static arrays in one .bss (ua.h's COMMON blocks), in the model's order:
+        // the element fields, the mortar arrays, the scratch field, the per-element records,
+        // the element → mortar table, the locks; each on a cache line (the workload emits
+        // whole lines), so huge pages straddle neighbouring arrays.
+        let field_names: Vec<String> = (0..FIELDS).map(|i| format!("ua.field{i}")).collect();
+        let mortar_names: Vec<String> = (0..MORTAR_ARRAYS)
+            .map(|i| format!("ua.mortar{i}"))
+            .collect();
+        let mut arrays: Vec<StaticArray> = field_names
+            .iter()
+            .map(|name| StaticArray::new(name, lelt * ELEM_FIELD_BYTES, LINE_BYTES))
+            .collect();
+        arrays.extend(
+            mortar_names
+                .iter()
+                .map(|name| StaticArray::new(name, self.class.lmor * 8, LINE_BYTES)),
+        );
+        let locks_bytes = self.class.lmor / MORTAR_POINTS_PER_FACE * 8 + 64;
+        arrays.extend([
+            StaticArray::new("ua.tmp", lelt * ELEM_FIELD_BYTES, LINE_BYTES),
+            StaticArray::new("ua.elements", lelt * ELEM_META_BYTES, LINE_BYTES),
+            StaticArray::new("ua.idmo", lelt * IDMO_BYTES, LINE_BYTES),
+            StaticArray::new("ua.locks", locks_bytes, LINE_BYTES),
+        ]);
+        let starts = mem.mmap_static(task, "ua.bss", &arrays, o());
         let mut fields = [0u64; FIELDS];
-        for (i, f) in fields.iter_mut().enumerate() {
-            *f = mem.mmap(task, &format!("ua.field{i}"), lelt * ELEM_FIELD_BYTES, o());
-        }
+        fields.copy_from_slice(&starts[..FIELDS]);
         let mut mortar = [0u64; MORTAR_ARRAYS];
-        for (i, m) in mortar.iter_mut().enumerate() {
-            *m = mem.mmap(task, &format!("ua.mortar{i}"), self.class.lmor * 8, o());
-        }
+        mortar.copy_from_slice(&starts[FIELDS..FIELDS + MORTAR_ARRAYS]);
+        let [tmp, meta, idmo, locks] = [0, 1, 2, 3].map(|i| starts[FIELDS + MORTAR_ARRAYS + i]);
         let maps = Maps {
             fields,
-            tmp: mem.mmap(task, "ua.tmp", lelt * ELEM_FIELD_BYTES, o()),
-            meta: mem.mmap(task, "ua.elements", lelt * ELEM_META_BYTES, o()),
-            idmo: mem.mmap(task, "ua.idmo", lelt * IDMO_BYTES, o()),
+            tmp,
+            meta,
+            idmo,
             mortar,
-            locks: mem.mmap(
-                task,
-                "ua.locks",
-                self.class.lmor / MORTAR_POINTS_PER_FACE * 8 + 64,
-                o(),
-            ),
+            locks,
             lmor: self.class.lmor,
         };
         (0..self.threads)

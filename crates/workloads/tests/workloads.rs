@@ -522,3 +522,42 @@ fn cg_scale_shrinks_rows() {
     assert_eq!(m.n, 15_000);
     assert!(m.nonzeros() > 15_000 * 300);
 }
+
+/// NPB's static arrays sit side by side in one .bss, as the compiler lays out its COMMON
+/// blocks (issue "Trustworthy simulation I", item 3): no 2 MiB alignment and no guard gap
+/// between arrays, so huge pages straddle neighbours.
+#[test]
+fn npb_static_arrays_sit_side_by_side() {
+    for (spec, first, last) in [
+        ("npb-cg:class=S,niter=1", "cg.colidx", "cg.r"),
+        ("npb-ua:class=S,niter=1", "ua.field0", "ua.locks"),
+        ("npb-lu:class=S,itmax=1", "lu.u", "lu.rho_i"),
+        ("npb-sp:class=S,niter=1", "sp.u", "sp.square"),
+        ("npb-ft:class=S,niter=1", "ft.u0", "ft.twiddle"),
+        ("npb-is:class=S,niter=1", "is.key_array", "is.key_buff2"),
+    ] {
+        let (_, space, _) = build(spec, 2);
+        let from = space
+            .mappings
+            .iter()
+            .position(|m| m.name == first)
+            .unwrap_or_else(|| panic!("{spec}: no {first}"));
+        let to = space
+            .mappings
+            .iter()
+            .position(|m| m.name == last)
+            .unwrap_or_else(|| panic!("{spec}: no {last}"));
+        assert!(to > from + 1, "{spec}: several arrays");
+        for w in space.mappings[from..=to].windows(2) {
+            let end = w[0].start + w[0].bytes;
+            assert!(
+                w[1].start >= end && w[1].start < end + 64,
+                "{spec}: {} starts {} bytes after {} ends",
+                w[1].name,
+                w[1].start as i64 - end as i64,
+                w[0].name
+            );
+            assert_eq!(w[1].start % 64, 0, "{spec}: {} on a line", w[1].name);
+        }
+    }
+}
