@@ -114,6 +114,7 @@ struct CoreRaw {
     siblings: Option<SiblingNumbering>,
     concurrency_lines: Option<f64>,
     rob_entries: Option<u32>,
+    store_buffer_entries: Option<u32>,
     private_cache: Option<CacheRaw>,
     private_hit_ns: Option<f64>,
     llc_hit_ns: Option<f64>,
@@ -563,6 +564,10 @@ fn resolve(
             .rob_entries
             .or(oc.map(|c| c.rob_entries))
             .unwrap_or(crate::DEFAULT_ROB_ENTRIES),
+        store_buffer_entries: rc
+            .store_buffer_entries
+            .or(oc.map(|c| c.store_buffer_entries))
+            .unwrap_or(crate::DEFAULT_STORE_BUFFER_ENTRIES),
         private_cache: cache(
             "core.private_cache",
             rc.private_cache,
@@ -962,6 +967,7 @@ pub(crate) fn to_toml(m: &Machine) -> String {
     let _ = writeln!(s, "siblings = {}", string(c.siblings.name()));
     let _ = writeln!(s, "concurrency_lines = {}", num(c.concurrency_lines));
     let _ = writeln!(s, "rob_entries = {}", c.rob_entries);
+    let _ = writeln!(s, "store_buffer_entries = {}", c.store_buffer_entries);
     let _ = writeln!(
         s,
         "private_cache = {{ bytes = {}, ways = {} }}",

@@ -58,6 +58,8 @@ pub struct HwlocDefaults {
     /// Reorder-buffer entries per core: 224, Skylake-SP's (Intel optimization manual,
     /// §2.6.1), as the other defaults.
     pub rob_entries: u32,
+    /// Store-buffer entries per core: 56, Skylake-SP's (Intel optimization manual, §2.6.1).
+    pub store_buffer_entries: u32,
     /// Private cache when the file has no per-core L2: 1 MiB, 16-way (Skylake-SP L2).
     pub private_cache: CacheGeom,
     /// Load-to-use latency of a private-cache hit, ns: 14 cycles at 2.5 GHz = 5.6.
@@ -106,6 +108,7 @@ impl Default for HwlocDefaults {
             ghz,
             concurrency_lines: 16.0,
             rob_entries: 224,
+            store_buffer_entries: 56,
             private_cache: CacheGeom {
                 bytes: 1 << 20,
                 ways: 16,
@@ -1535,6 +1538,7 @@ pub fn import_parsed_detailed(
             siblings,
             concurrency_lines: d.concurrency_lines,
             rob_entries: d.rob_entries,
+            store_buffer_entries: d.store_buffer_entries,
             private_cache,
             private_hit_ns: d.private_hit_ns,
             llc_hit_ns: d.llc_hit_ns,

@@ -132,6 +132,15 @@ impl SiblingNumbering {
     }
 }
 
+/// The store buffer of a machine file that does not give one: 32 entries, Nehalem's and
+/// Westmere's (Intel 64 and IA-32 Architectures Optimization Reference Manual, §2.5: "32 store
+/// buffers"), the middle of the presets' range (24 on Bulldozer to 56 on Skylake-SP).
+pub const DEFAULT_STORE_BUFFER_ENTRIES: u32 = 32;
+
+fn default_store_buffer_entries() -> u32 {
+    DEFAULT_STORE_BUFFER_ENTRIES
+}
+
 /// Per-core parameters (all cores of a preset are alike).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CoreParams {
@@ -147,6 +156,11 @@ pub struct CoreParams {
     /// (docs/model.md, "Compute and memory overlap"). Absent in a machine file: 128.
     #[serde(default = "default_rob_entries")]
     pub rob_entries: u32,
+    /// Store-buffer entries: how many stores may wait for their line after they retire, so
+    /// that store misses cost the core nothing until the buffer is full (docs/model.md,
+    /// "Stores"). Absent in a machine file: 32.
+    #[serde(default = "default_store_buffer_entries")]
+    pub store_buffer_entries: u32,
     /// The private cache filter (the core's L2, or its module's).
     pub private_cache: CacheGeom,
     /// Load-to-use latency of a private-cache (L2) hit, ns.

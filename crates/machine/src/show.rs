@@ -230,9 +230,10 @@ pub fn summary(m: &Machine) -> String {
     );
     let _ = writeln!(
         s,
-        "  concurrency      {} lines in flight, {}-entry reorder buffer",
+        "  concurrency      {} lines in flight, {}-entry reorder buffer, {}-entry store buffer",
         trim(c.concurrency_lines, 2),
-        c.rob_entries
+        c.rob_entries,
+        c.store_buffer_entries
     );
     let _ = writeln!(
         s,

@@ -215,6 +215,13 @@ pub(crate) fn check(m: &Machine) -> Result<(), Problem> {
             "reorder-buffer entries per core, 1 to 4096 (72 on K10, 224 on Skylake-SP)",
         ));
     }
+    if !(1..=256).contains(&c.store_buffer_entries) {
+        return Err(Problem::new(
+            "core.store_buffer_entries",
+            format!("{}", c.store_buffer_entries),
+            "store-buffer entries per core, 1 to 256 (24 on Bulldozer, 56 on Skylake-SP)",
+        ));
+    }
     cache("core.private_cache", &c.private_cache)?;
     positive(
         "core.private_hit_ns",

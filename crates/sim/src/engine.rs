@@ -11,8 +11,10 @@ use crate::hw::host_isa::{Avx2, Avx512, Baseline, HostIsa};
 use crate::hw::overlap::Window;
 use crate::hw::private_cache::{Build, On, PrivateCache, PrivateLayout};
 use crate::hw::smt::Cores;
+use crate::hw::store_buffer::StoreBuffer;
 use crate::hw::tlb::{Tlb, TlbOutcome};
 use crate::memsys::MemSys;
+use crate::os::first_touch::Touch;
 use crate::os::{MigrateReport, Os, OsError};
 use crate::results::*;
 use numalab_core::view::{NextTouchMechanism, NodeTraffic, ThreadCounters};
@@ -94,8 +96,11 @@ struct Params {
     /// buffer: the whole core's when no SMT sibling runs (`Simulator::share_core`).
     inv_conc: f64,
     rob_entries: f64,
+    /// The thread's store-buffer entries (the core's, split like the reorder buffer).
+    sb_entries: usize,
     core_inv_conc: f64,
     core_rob_entries: f64,
+    core_sb_entries: usize,
     private_hit_ns: f64,
     llc_hit_ns: f64,
     tlb_l2_hit_ns: f64,
@@ -118,6 +123,13 @@ struct Params {
 #[derive(Copy, Clone, Debug)]
 struct RefKind {
     write: bool,
+    /// A plain store: it retires into the store buffer (hw/store_buffer.rs) and the thread
+    /// waits only for a free entry.
+    posted: bool,
+    /// The reference's share of the line-fill buffers per ns of its cost: 1 for an
+    /// independent reference (its cost is already latency / concurrency), 1 / concurrency for
+    /// a dependent read (its cost is the whole latency, in one buffer).
+    fill_share: f64,
     /// Latency multiplier: 1 for a dependent read (a walk, a pointer chase), else
     /// 1 / concurrency (independent misses overlap).
     overlap: f64,
@@ -134,7 +146,10 @@ impl RefKind {
     #[inline(always)]
     fn new(p: &Params, kind: AccessKind) -> RefKind {
         let dependent = kind == AccessKind::DependentRead;
-        Self::with(p, kind.writes(), dependent)
+        RefKind {
+            posted: kind == AccessKind::Write,
+            ..Self::with(p, kind.writes(), dependent)
+        }
     }
 
     #[inline(always)]
@@ -142,6 +157,8 @@ impl RefKind {
         let overlap = if dependent { 1.0 } else { p.inv_conc };
         RefKind {
             write,
+            posted: false,
+            fill_share: if dependent { p.inv_conc } else { 1.0 },
             overlap,
             hide: if dependent { 0.0 } else { 1.0 },
             private_hit_ns: p.private_hit_ns * overlap,
@@ -199,6 +216,8 @@ struct Thread {
     indep_ns: f64,
     /// The core's instruction window (hw/overlap.rs).
     window: Window,
+    /// Stores retired and not yet written (hw/store_buffer.rs).
+    sb: StoreBuffer,
     /// The clock at the start of the current turn: overlap never takes the clock back
     /// past it.
     turn_clock: f64,
@@ -232,6 +251,9 @@ struct Shared {
     /// TLB shootdowns raised in a fault handler for the task's other threads, applied when
     /// the faulting thread's run returns: (task, faulting thread, start, len, count).
     deferred_shootdowns: Vec<(TaskId, u32, u64, u64, u32)>,
+    /// Fault time given back to a thread that lost a first-touch race it had faulted for
+    /// (os/first_touch.rs): (thread, ns), applied when the running thread's turn returns.
+    fault_refunds: Vec<(u32, f64)>,
 }
 
 pub struct Simulator {
@@ -364,6 +386,7 @@ impl Simulator {
                     l2: spare.l2,
                     indep_ns: 0.0,
                     window: Window::default(),
+                    sb: StoreBuffer::default(),
                     turn_clock: 0.0,
                     s: ThreadStats {
                         thread: i as u32,
@@ -401,8 +424,10 @@ impl Simulator {
         let p = Params {
             inv_conc: 1.0 / c.concurrency_lines.max(1.0),
             rob_entries: c.rob_entries as f64,
+            sb_entries: c.store_buffer_entries as usize,
             core_inv_conc: 1.0 / c.concurrency_lines.max(1.0),
             core_rob_entries: c.rob_entries as f64,
+            core_sb_entries: c.store_buffer_entries as usize,
             private_hit_ns: c.private_hit_ns,
             llc_hit_ns: c.llc_hit_ns,
             tlb_l2_hit_ns: c.tlb.l2_hit_ns,
@@ -431,6 +456,7 @@ impl Simulator {
             max_samples: cfg.max_samples,
             samples_taken: 0,
             deferred_shootdowns: Vec::new(),
+            fault_refunds: Vec::new(),
         };
         Ok(Simulator {
             machine: machine.clone(),
@@ -491,6 +517,9 @@ impl Simulator {
                         if !self.sh.deferred_shootdowns.is_empty() {
                             self.flush_deferred_shootdowns();
                         }
+                        if !self.sh.fault_refunds.is_empty() {
+                            self.apply_fault_refunds();
+                        }
                         // a phase op stopped the run: hooks, then the thread goes on at once,
                         // so hooks that do nothing leave the order of execution unchanged
                         let Some(id) = self.threads[t].hook_phase.take() else {
@@ -509,6 +538,9 @@ impl Simulator {
                 if !progressed && !released {
                     break;
                 }
+            }
+            if !self.sh.os.first_touch.is_empty() {
+                self.sh.os.end_first_touch_epoch();
             }
             let served = self.sh.mem.end_epoch(epoch);
             self.wait_for_backlogs(end, &served.stall_until_ns, &clocks_at_start);
@@ -627,6 +659,18 @@ impl Simulator {
         released
     }
 
+    /// Give back the fault time of first-touch races lost (os/first_touch.rs). A thread's
+    /// clock never goes back before the touch it faulted at, so at most into the epoch it
+    /// has run in; it then runs on in this epoch.
+    fn apply_fault_refunds(&mut self) {
+        for (t, ns) in std::mem::take(&mut self.sh.fault_refunds) {
+            if let Some(th) = self.threads.get_mut(t as usize) {
+                th.clock -= ns;
+                th.s.fault_ns -= ns;
+            }
+        }
+    }
+
     /// Live threads per core slot. A live thread holds its hardware thread even while it
     /// waits at a barrier (OpenMP's waits spin), so it counts until it finishes.
     fn count_core_threads(&mut self) {
@@ -645,6 +689,7 @@ impl Simulator {
         let sharers = f64::from(self.core_threads.get(slot).copied().unwrap_or(1).max(1));
         self.sh.p.inv_conc = self.sh.p.core_inv_conc * sharers;
         self.sh.p.rob_entries = self.sh.p.core_rob_entries / sharers;
+        self.sh.p.sb_entries = (self.sh.p.core_sb_entries as f64 / sharers).max(1.0) as usize;
         self.swap_core_state(t);
         let r = self.run_thread(t, end);
         self.swap_core_state(t);
@@ -748,6 +793,10 @@ impl Simulator {
         while th.clock < end {
             if th.pos == th.ops.len() {
                 if !th.more {
+                    // the program ends with a system call, which waits for its stores
+                    let wait = th.sb.fence(th.clock);
+                    th.clock += wait;
+                    th.s.memory_ns += wait;
                     th.finished = true;
                     close_phase(th, &mut self.phases);
                     th.s.time_ns = th.clock;
@@ -834,6 +883,10 @@ impl Simulator {
                     th.s.instructions += instructions as u64;
                 }
                 Op::Barrier => {
+                    // a barrier's locked instructions wait for the thread's stores
+                    let wait = th.sb.fence(th.clock);
+                    th.clock += wait;
+                    th.s.memory_ns += wait;
                     th.window.serialise(th.indep_ns, th.s.loads + th.s.stores);
                     th.waiting = true;
                     return Ok(());
@@ -1530,7 +1583,47 @@ fn translate<B: Build>(
 ) -> Result<(f64, usize, PageSize), SimError> {
     let mut pte = sh.os.pt.try_get(addr);
     let mut cost = 0.0;
-    if pte.needs_fault() {
+    if pte.fresh() {
+        // a folio first touched in this epoch (os/first_touch.rs): a thread touching it
+        // earlier in simulated time than its owner so far takes it, and its fault
+        let start = pte.size().align_down(addr);
+        let touch = sh
+            .os
+            .first_touch
+            .touched(start, th.id, th.clock, &sh.p.fault_ns);
+        if let Some(Touch::WaitUntil(done)) = touch {
+            // the owner's fault is in flight: the page lock holds this thread until it ends
+            let wait = done - th.clock;
+            th.clock = done;
+            th.s.fault_ns += wait;
+            th.window.serialise(th.indep_ns, th.s.loads + th.s.stores);
+        }
+        if let Some(Touch::Takeover(take)) = touch {
+            let size = take.size;
+            // a fault: the trap waits for the thread's stores
+            let wait = th.sb.fence(th.clock);
+            th.clock += wait;
+            th.s.memory_ns += wait;
+            sh.os.take_over_fresh(start, size, NodeId(th.node as u16));
+            let ns = sh.p.fault_ns[size.index()];
+            th.s.fault_ns += ns;
+            cost += ns;
+            // the previous owner only waited for this fault: the rest of its own comes back
+            // once its turn is not running (`apply_fault_refunds`)
+            let refund = take.refund_ns(th.clock, ns);
+            if refund > 0.0 && take.previous != th.id {
+                sh.fault_refunds.push((take.previous, refund));
+            }
+            th.window
+                .serialise(th.indep_ns + cost, th.s.loads + th.s.stores);
+            pte = sh.os.pt.get(addr);
+        }
+    }
+    if pte.needs_fault() && !pte.only_fresh() {
+        // a trap: the handler's locked instructions wait for the stores before it
+        let wait = th.sb.fence(th.clock);
+        th.clock += wait;
+        th.s.memory_ns += wait;
         cost += slow_path(th, sh, addr, pte)?;
         // a trap: nothing overlaps across it (its own cost joins `indep_ns` with the
         // reference's, so the mark goes past it)
@@ -1603,18 +1696,31 @@ fn reference<B: Build, const TRANSLATED: bool>(
     cost: f64,
 ) {
     let (ns, source, _) = hierarchy(b, th, sh, addr >> 6, home, rk);
-    let cost = if TRANSLATED { cost + ns } else { ns };
-    if rk.write {
+    if rk.posted {
+        // the store retires into the store buffer after its translation; the thread waits
+        // only for a free entry, time nothing can overlap (the core cannot issue stores)
         th.s.stores += 1;
+        let translated = if TRANSLATED { cost } else { 0.0 };
+        let stall = th.sb.post(th.clock + translated, ns, sh.p.sb_entries);
+        th.clock += translated + stall;
+        th.s.memory_ns += translated + stall;
+        th.indep_ns += translated * rk.hide;
     } else {
-        th.s.loads += 1;
-        if source == DataSource::RemoteDram {
-            th.s.remote_loads += 1;
+        let cost = if TRANSLATED { cost + ns } else { ns };
+        if rk.write {
+            th.s.stores += 1;
+        } else {
+            th.s.loads += 1;
+            if source == DataSource::RemoteDram {
+                th.s.remote_loads += 1;
+            }
         }
+        // loads and the stores draining share the line-fill buffers
+        th.sb.load(th.clock, ns * rk.fill_share);
+        th.clock += cost;
+        th.s.memory_ns += cost;
+        th.indep_ns += cost * rk.hide;
     }
-    th.clock += cost;
-    th.s.memory_ns += cost;
-    th.indep_ns += cost * rk.hide;
     if sh.sample_period > 0 {
         sh.sample_countdown -= 1;
         if sh.sample_countdown == 0 {
@@ -1682,6 +1788,9 @@ fn slow_path(
     let local = NodeId(th.node as u16);
     if !pte.present() {
         let f = sh.os.fault(th.task, addr, local)?;
+        if f.local_rule {
+            sh.os.mark_fresh(&f, th.id, th.clock);
+        }
         let ns = sh.p.fault_ns[f.size.index()];
         th.s.faults += 1;
         th.s.fault_ns += ns;

@@ -8,4 +8,5 @@ pub mod overlap;
 pub(crate) mod private_cache;
 pub mod psc;
 pub(crate) mod smt;
+pub mod store_buffer;
 pub mod tlb;

@@ -5,6 +5,7 @@
 //! Costs are not charged here: functions report what happened and the engine turns it into
 //! time with the machine's [`numalab_machine::OsCosts`].
 
+pub mod first_touch;
 pub mod mempolicy;
 pub mod next_touch;
 pub mod numa_balancing;
@@ -106,6 +107,11 @@ pub struct VmStat {
     pub numa_hint_faults_local: u64,
     pub pgpromote_success: u64,
     pub pgpromote_candidate: u64,
+    /// numalab's own: folios a first-touch fault placed for one thread and the end of the
+    /// epoch gave to the node of a thread that touched them earlier in simulated time
+    /// (first_touch.rs), in base pages.
+    #[serde(default)]
+    pub first_touch_race_pages: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -132,6 +138,9 @@ pub struct Fault {
     pub folio_start: u64,
     pub size: PageSize,
     pub node: NodeId,
+    /// Placed by the toucher's node (policy default or local): a race for it is decided at
+    /// the epoch's end (first_touch.rs).
+    pub local_rule: bool,
 }
 
 /// Bytes copied from one node to another: (from node index, to node index, bytes).
@@ -174,6 +183,8 @@ pub struct Os {
     pub numab: Option<Box<numa_balancing::NumaBalancing>>,
     /// Next-touch and lazy migration marks and counters (next_touch.rs).
     pub nt: next_touch::NextTouchState,
+    /// The folios first touched in the current epoch (first_touch.rs).
+    pub first_touch: first_touch::FirstTouch,
 }
 
 impl Os {
@@ -199,6 +210,7 @@ impl Os {
             vm: VmStat::default(),
             numab: None,
             nt: next_touch::NextTouchState::default(),
+            first_touch: first_touch::FirstTouch::default(),
         }
     }
 
@@ -350,6 +362,14 @@ impl Os {
                 .wrapping_add(1442695040888963407);
             (seed >> 33) % m
         };
+        let policy_is_local = {
+            let r = &self.regions[ri];
+            let p = r
+                .policy
+                .as_ref()
+                .unwrap_or(&self.tasks[r.task.index()].policy);
+            matches!(p, MemPolicy::Default | MemPolicy::Local)
+        };
         let region = &mut self.regions[ri];
         let task = region.task;
         let placement = {
@@ -427,7 +447,42 @@ impl Os {
             folio_start,
             size,
             node,
+            local_rule: policy_is_local,
         })
+    }
+
+    /// A first-touch fault by `thread` at `now_ns` placed `f` by the local rule: the folio is
+    /// fresh until the epoch ends (first_touch.rs).
+    pub fn mark_fresh(&mut self, f: &Fault, thread: u32, now_ns: f64) {
+        self.pt.set_fresh(f.folio_start, f.size, true);
+        self.first_touch
+            .placed(f.folio_start, f.size, thread, now_ns);
+    }
+
+    /// A thread on `to` touched the fresh folio at `start` earlier than its owner so far: the
+    /// folio is placed there instead, where `to` has room (first_touch.rs). Not a migration:
+    /// no copy, no migration counters. Returns whether it moved.
+    pub fn take_over_fresh(&mut self, start: u64, size: PageSize, to: NodeId) -> bool {
+        let pte = self.pt.get(start);
+        let units = size.base_pages();
+        if pte.size() != size || pte.node() == to.index() || self.free_pages[to.index()] < units {
+            return false;
+        }
+        self.free_pages[to.index()] -= units;
+        self.free_pages[pte.node()] += units;
+        self.pt.set_node(start, size, to);
+        self.vm.first_touch_race_pages += units;
+        true
+    }
+
+    /// The epoch ended: the folios first touched in it are no longer fresh.
+    pub fn end_first_touch_epoch(&mut self) {
+        for (start, _) in self.first_touch.end_epoch() {
+            let pte = self.pt.get(start);
+            if pte.fresh() {
+                self.pt.set_fresh(start, pte.size(), false);
+            }
+        }
     }
 
     /// Move one folio to `to`. Fails (and changes nothing) when `to` lacks room.

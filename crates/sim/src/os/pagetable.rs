@@ -21,6 +21,9 @@ const USER_NEXT_TOUCH: u32 = 1 << 21;
 /// Lazy migration (os/next_touch.rs): unmapped until a fault moves its block to the
 /// destination.
 const LAZY: u32 = 1 << 22;
+/// Placed by a first touch in the current epoch: the earliest toucher in simulated time gets
+/// it at the epoch's end (os/first_touch.rs).
+const FRESH: u32 = 1 << 23;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
 pub struct Pte(pub u32);
@@ -69,10 +72,22 @@ impl Pte {
     pub fn moves_on_touch(self) -> bool {
         self.0 & (USER_NEXT_TOUCH | LAZY) != 0
     }
-    /// Needs the slow path: not present, next-touch, hint-fault protected or lazily migrating.
+    /// First touched in the current epoch (os/first_touch.rs).
+    #[inline]
+    pub fn fresh(self) -> bool {
+        self.0 & FRESH != 0
+    }
+    /// Needs the slow path: not present, next-touch, hint-fault protected or lazily
+    /// migrating, or fresh (its touches are noted).
     #[inline]
     pub fn needs_fault(self) -> bool {
-        self.0 & (PRESENT | NEXT_TOUCH | PROT_NONE | USER_NEXT_TOUCH | LAZY) != PRESENT
+        self.0 & (PRESENT | NEXT_TOUCH | PROT_NONE | USER_NEXT_TOUCH | LAZY | FRESH) != PRESENT
+    }
+    /// Present and nothing to do but note the touch of a fresh folio.
+    #[inline]
+    pub fn only_fresh(self) -> bool {
+        self.0 & (PRESENT | NEXT_TOUCH | PROT_NONE | USER_NEXT_TOUCH | LAZY | FRESH)
+            == PRESENT | FRESH
     }
     pub fn mapped(node: NodeId, size: PageSize) -> Pte {
         Pte(node.0 as u32 | PRESENT | ((size.index() as u32) << SIZE_SHIFT))
@@ -159,6 +174,18 @@ impl PageTable {
 
     pub fn set_lazy(&mut self, start: u64, size: PageSize, on: bool) {
         self.set_flag(start, size, LAZY, on)
+    }
+
+    pub fn set_fresh(&mut self, start: u64, size: PageSize, on: bool) {
+        self.set_flag(start, size, FRESH, on)
+    }
+
+    /// Move a folio's entries to `node`, keeping their size and flags.
+    pub fn set_node(&mut self, start: u64, size: PageSize, node: NodeId) {
+        let i = Self::index(start);
+        for e in &mut self.entries[i..i + size.base_pages() as usize] {
+            e.0 = (e.0 & !NODE_MASK) | node.0 as u32;
+        }
     }
 
     /// Set or clear the user-space next-touch protection on every 4 KiB entry of
