@@ -325,9 +325,19 @@ fn auto_moves_the_task_that_best_evens_pressure_then_migrates_its_memory_lazily(
     assert!(mv.diff_after < 5.0 && mv.diff_after < mv.diff_before);
     // at most one move per period, and none once balanced (|gap| < THRESH_MPKI)
     assert!(rounds.iter().all(|r| r.moves.len() <= 1));
+    // balanced after the move, but for at most the one period in which A's memory follows
+    // it (its reads then meet node 1's cold LLC; how the period falls depends on how fast
+    // A's store pass went: the store buffer hides its stores under its compute)
+    let unbalanced: Vec<_> = running[1..]
+        .iter()
+        .filter(|r| (r.pressure[0] - r.pressure[1]).abs() >= 5.0)
+        .map(|r| r.pressure.clone())
+        .collect();
+    assert!(
+        unbalanced.len() <= 1,
+        "balanced after the move: {unbalanced:?}"
+    );
     for r in &running[1..] {
-        let d = (r.pressure[0] - r.pressure[1]).abs();
-        assert!(d < 5.0, "balanced after the move: {:?}", r.pressure);
         assert!(r.moves.is_empty(), "{:?}", r.moves);
     }
     // while all run, A's thread runs on a node-1 CPU (22-43, 66-87), the others stay on
