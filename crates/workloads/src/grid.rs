@@ -14,7 +14,8 @@
 
 use crate::emit::{Gen, Status, CHUNK_OPS};
 use crate::kernel::compute;
-use numalab_core::workload::{AccessKind, Op};
+use numalab_core::workload::{AccessKind, AddressSpace, MapOptions, Op, StaticArray, LINE_BYTES};
+use numalab_core::TaskId;
 use std::sync::Arc;
 
 /// Padded extent of a dimension (`n/2·2 + 1`).
@@ -59,6 +60,34 @@ pub struct Field {
 impl Field {
     pub fn bytes(&self, g: &Grid) -> u64 {
         g.points() * self.comps * 8
+    }
+
+    /// NPB's fields as static arrays, adjacent in one .bss mapping named `segment` in the order
+    /// of `names` (their COMMON block), each on a cache line (the workloads emit whole lines):
+    /// huge pages straddle neighbouring fields. The first `vectors` fields hold 5 doubles per
+    /// point, the others 1.
+    pub fn map_static(
+        mem: &mut dyn AddressSpace,
+        task: TaskId,
+        segment: &str,
+        names: &[&str],
+        vectors: usize,
+        g: &Grid,
+    ) -> Vec<Field> {
+        let comps_of = |i: usize| if i < vectors { 5 } else { 1 };
+        let arrays: Vec<StaticArray> = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| StaticArray::new(name, g.points() * comps_of(i) * 8, LINE_BYTES))
+            .collect();
+        mem.mmap_static(task, segment, &arrays, MapOptions::default())
+            .into_iter()
+            .enumerate()
+            .map(|(i, base)| Field {
+                base,
+                comps: comps_of(i),
+            })
+            .collect()
     }
 }
 

@@ -23,9 +23,7 @@
 use crate::emit::{static_range, Script};
 use crate::grid::{at, near, Field, Grid, RowSweep, Rows, Touch};
 use crate::spec::{Params, WorkloadError};
-use numalab_core::workload::{
-    AccessKind, AddressSpace, MapOptions, StaticArray, ThreadSpec, Workload, LINE_BYTES,
-};
+use numalab_core::workload::{AccessKind, AddressSpace, ThreadSpec, Workload};
 use numalab_core::TaskId;
 use std::sync::Arc;
 
@@ -113,23 +111,8 @@ impl Workload for NpbLu {
     fn build(&self, mem: &mut dyn AddressSpace) -> Vec<ThreadSpec> {
         let g = self.grid();
         let task = TaskId(0);
-        // NPB's static arrays (applu.incl's COMMON /cvar/), adjacent in one .bss, each on a
-        // cache line (the workload emits whole lines): huge pages straddle neighbouring fields.
-        let comps_of = |i: usize| if i < 3 { 5 } else { 1 };
-        let arrays: Vec<StaticArray> = FIELD_NAMES
-            .iter()
-            .enumerate()
-            .map(|(i, name)| StaticArray::new(name, g.points() * comps_of(i) * 8, LINE_BYTES))
-            .collect();
-        let starts = mem.mmap_static(task, "lu.bss", &arrays, MapOptions::default());
-        let f: Vec<Field> = starts
-            .iter()
-            .enumerate()
-            .map(|(i, &base)| Field {
-                base,
-                comps: comps_of(i),
-            })
-            .collect();
+        // NPB's static arrays (applu.incl's COMMON /cvar/) in one .bss
+        let f = Field::map_static(mem, task, "lu.bss", &FIELD_NAMES, 3, &g);
         let (u, rsd, frct, qs, rho) = (f[0], f[1], f[2], f[3], f[4]);
         use AccessKind::{Read as R, ReadModifyWrite as M, Write as W};
         let interior = self.n.saturating_sub(2);

@@ -19,9 +19,7 @@
 use crate::emit::{static_range, Script};
 use crate::grid::{at, near, Field, Grid, RowSweep, Rows, Touch};
 use crate::spec::{Params, WorkloadError};
-use numalab_core::workload::{
-    AccessKind, AddressSpace, MapOptions, StaticArray, ThreadSpec, Workload, LINE_BYTES,
-};
+use numalab_core::workload::{AccessKind, AddressSpace, ThreadSpec, Workload};
 use numalab_core::TaskId;
 
 pub const NAME: &str = "npb-sp";
@@ -115,24 +113,8 @@ impl Workload for NpbSp {
     fn build(&self, mem: &mut dyn AddressSpace) -> Vec<ThreadSpec> {
         let g = self.grid();
         let task = TaskId(0);
-        // NPB's static arrays (header.h's COMMON /fields/), adjacent in one .bss in the
-        // model's order, each on a cache line (the workload emits whole lines): huge pages
-        // straddle neighbouring fields.
-        let comps_of = |i: usize| if i < 3 { 5 } else { 1 };
-        let arrays: Vec<StaticArray> = FIELD_NAMES
-            .iter()
-            .enumerate()
-            .map(|(i, name)| StaticArray::new(name, g.points() * comps_of(i) * 8, LINE_BYTES))
-            .collect();
-        let starts = mem.mmap_static(task, "sp.bss", &arrays, MapOptions::default());
-        let f: Vec<Field> = starts
-            .iter()
-            .enumerate()
-            .map(|(i, &base)| Field {
-                base,
-                comps: comps_of(i),
-            })
-            .collect();
+        // NPB's static arrays (header.h's COMMON /fields/, in the model's order) in one .bss
+        let f = Field::map_static(mem, task, "sp.bss", &FIELD_NAMES, 3, &g);
         let (u, rhs, forcing) = (f[0], f[1], f[2]);
         let (us, vs, ws, qs, rho, speed, square) = (f[3], f[4], f[5], f[6], f[7], f[8], f[9]);
         use AccessKind::{Read as R, ReadModifyWrite as M, Write as W};
