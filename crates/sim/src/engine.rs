@@ -93,7 +93,7 @@ const SHORT_RUN_LINES: u32 = 32;
 /// Figures copied out of the machine description for the hot path.
 struct Params {
     /// 1 / the thread's share of its core's concurrency, and its share of the reorder
-    /// buffer: the whole core's when no SMT sibling runs (`Simulator::share_core`).
+    /// buffer: the whole core's when no SMT sibling runs (`Simulator::run_turn`).
     inv_conc: f64,
     rob_entries: f64,
     /// The thread's store-buffer entries (the core's, split like the reorder buffer).
@@ -664,7 +664,8 @@ impl Simulator {
     /// has run in; it then runs on in this epoch.
     fn apply_fault_refunds(&mut self) {
         for (t, ns) in std::mem::take(&mut self.sh.fault_refunds) {
-            if let Some(th) = self.threads.get_mut(t as usize) {
+            // a thread that has finished keeps its end (its phases and time are reported)
+            if let Some(th) = self.threads.get_mut(t as usize).filter(|th| !th.finished) {
                 th.clock -= ns;
                 th.s.fault_ns -= ns;
             }
