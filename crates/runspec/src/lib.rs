@@ -119,7 +119,7 @@ pub fn split_configs(s: &str) -> Vec<String> {
 fn default_threads(machine: &Machine, workload: &str) -> usize {
     let name = workload.split(':').next().unwrap_or("");
     match name {
-        "ptrchase" => 1,
+        "ptrchase" | "randrw" => 1,
         // A multiprogrammed mix runs one thread per program copy, whatever --threads says.
         "mix" => numalab_workloads::by_spec(workload, 1).map_or(1, |w| w.threads()),
         _ => machine.topology.num_cpus(),

@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | `stream` | STREAM 5.10 copy/scale/add/triad (§2.1) | T (or T single-threaded processes) |
 //! | `ptrchase` | pointer-chase latency probe (§2.2) | exactly 1 |
+//! | `randrw` | random independent reads or writes, M13's NUMA factor (§2.4) | exactly 1 |
 //! | `mlc-loaded` | MLC-like loaded latency (§2.3) | 1 latency thread + T−1 injectors |
 //! | `gups` | HPCC RandomAccess (§2.5) | T |
 //! | `npb-cg` | NAS CG, NPB 3.4 OpenMP, exact matrix (§3.1) | T |
@@ -50,6 +51,7 @@ pub mod npb_sp;
 pub mod npb_ua;
 pub mod omnetpp;
 pub mod ptrchase;
+pub mod randrw;
 pub mod script;
 pub mod spec;
 pub mod ssca2;
@@ -82,6 +84,12 @@ const REGISTRY: &[Entry] = &[
         keys: ptrchase::KEYS,
         description: ptrchase::DESCRIPTION,
         ctor: |p, t| Ok(Box::new(ptrchase::PtrChase::from_params(p, t)?)),
+    },
+    Entry {
+        name: randrw::NAME,
+        keys: randrw::KEYS,
+        description: randrw::DESCRIPTION,
+        ctor: |p, t| Ok(Box::new(randrw::RandRw::from_params(p, t)?)),
     },
     Entry {
         name: mlc_loaded::NAME,
@@ -225,7 +233,7 @@ const REGISTRY: &[Entry] = &[
 
 /// Build the workload a spec names, for `threads` threads (all tasks together).
 ///
-/// `ptrchase` accepts only `threads = 1`; `mlc-loaded` uses thread 0 for latency and the others
+/// `ptrchase` and `randrw` accept only `threads = 1`; `mlc-loaded` uses thread 0 for latency and the others
 /// as injectors; the §5 single-thread kernels run `threads` copies, one task each; `mix` sets
 /// its own thread count (its copies) and ignores `threads`; the rest split their work over
 /// `threads`. Heavy preparation (CG's matrix, chase

@@ -71,7 +71,11 @@ fn spec_errors_name_the_valid_choices() {
     }
     for (name, desc) in list() {
         assert!(desc.contains("keys:"), "{name}: {desc}");
-        let threads = if name == "ptrchase" { 1 } else { 2 };
+        let threads = if matches!(name, "ptrchase" | "randrw") {
+            1
+        } else {
+            2
+        };
         let spec = if name == "mix" {
             "mix:gcc-like*2"
         } else {
@@ -560,4 +564,43 @@ fn npb_static_arrays_sit_side_by_side() {
             assert_eq!(w[1].start % 64, 0, "{spec}: {} on a line", w[1].name);
         }
     }
+}
+
+/// `randrw` (§2.4): a pre-fault pass, then independent reads or writes at generator-drawn
+/// lines inside the buffer, each after the generator's compute.
+#[test]
+fn randrw_draws_independent_accesses_inside_its_buffer() {
+    for (op, kind) in [("read", AccessKind::Read), ("write", AccessKind::Write)] {
+        let (_, space, mut specs) = build(&format!("randrw:bytes=1M,accesses=5000,op={op}"), 1);
+        let buf = space.by_name("randrw.buffer").unwrap();
+        let ops = drain(&mut specs[0]);
+        let after: Vec<&Op> = ops
+            .iter()
+            .skip_while(|o| !matches!(o, Op::Phase { id } if *id == numalab_workloads::randrw::PHASE_ACCESS))
+            .collect();
+        let addrs: Vec<u64> = after
+            .iter()
+            .filter_map(|o| match o {
+                Op::Access { addr, kind: k } if *k == kind => Some(*addr),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(addrs.len(), 5000, "{op}");
+        assert!(addrs
+            .iter()
+            .all(|a| (buf.start..buf.start + buf.bytes).contains(a) && a % 64 == 0));
+        let distinct: std::collections::BTreeSet<u64> = addrs.iter().copied().collect();
+        assert!(
+            distinct.len() > 4000,
+            "{op}: {} distinct lines",
+            distinct.len()
+        );
+        let computes = after
+            .iter()
+            .filter(|o| matches!(o, Op::Compute { .. }))
+            .count();
+        assert_eq!(computes, 5000);
+    }
+    assert!(by_spec("randrw:bytes=3M", 1).is_err(), "not a power of two");
+    assert!(by_spec("randrw", 2).is_err(), "one thread");
 }
