@@ -54,7 +54,7 @@ impl RandRw {
             });
         }
         let bytes = p.size("bytes", DEFAULT_BYTES)?;
-        if !bytes.is_power_of_two() || bytes < 4096 || bytes > 1 << 40 {
+        if !bytes.is_power_of_two() || !(4096..=1 << 40).contains(&bytes) {
             return Err(WorkloadError::BadValue {
                 workload: p.workload(),
                 key: "bytes",
