@@ -107,9 +107,8 @@ pub struct VmStat {
     pub numa_hint_faults_local: u64,
     pub pgpromote_success: u64,
     pub pgpromote_candidate: u64,
-    /// numalab's own: folios a first-touch fault placed for one thread and the end of the
-    /// epoch gave to the node of a thread that touched them earlier in simulated time
-    /// (first_touch.rs), in base pages.
+    /// numalab's own: base pages of folios a first-touch fault placed for one thread and a
+    /// thread that touched them earlier in simulated time took over (first_touch.rs).
     #[serde(default)]
     pub first_touch_race_pages: u64,
 }
@@ -138,8 +137,8 @@ pub struct Fault {
     pub folio_start: u64,
     pub size: PageSize,
     pub node: NodeId,
-    /// Placed by the toucher's node (policy default or local): a race for it is decided at
-    /// the epoch's end (first_touch.rs).
+    /// Placed by the toucher's node (policy default or local): a race for it is decided by
+    /// simulated time while the epoch lasts (first_touch.rs).
     pub local_rule: bool,
 }
 
@@ -475,13 +474,11 @@ impl Os {
         true
     }
 
-    /// The epoch ended: the folios first touched in it are no longer fresh.
+    /// The epoch ended: the folios first touched in it are no longer fresh (over the size
+    /// they were placed with, so that pieces of a folio split since are cleared too).
     pub fn end_first_touch_epoch(&mut self) {
-        for (start, _) in self.first_touch.end_epoch() {
-            let pte = self.pt.get(start);
-            if pte.fresh() {
-                self.pt.set_fresh(start, pte.size(), false);
-            }
+        for (start, size) in self.first_touch.end_epoch() {
+            self.pt.set_fresh(start, size, false);
         }
     }
 

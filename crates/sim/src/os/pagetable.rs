@@ -21,8 +21,8 @@ const USER_NEXT_TOUCH: u32 = 1 << 21;
 /// Lazy migration (os/next_touch.rs): unmapped until a fault moves its block to the
 /// destination.
 const LAZY: u32 = 1 << 22;
-/// Placed by a first touch in the current epoch: the earliest toucher in simulated time gets
-/// it at the epoch's end (os/first_touch.rs).
+/// Placed by a first touch in the current epoch: a thread touching it earlier in simulated
+/// time takes it over (os/first_touch.rs).
 const FRESH: u32 = 1 << 23;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
