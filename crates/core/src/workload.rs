@@ -229,6 +229,21 @@ mod tests {
     }
 
     #[test]
+    fn static_arrays_follow_each_other_at_their_alignment() {
+        // a COMMON block of 4-byte ints, then one of doubles starting on a line
+        let arrays = [
+            StaticArray::new("a", 12, 4),
+            StaticArray::new("b", 10, 4),
+            StaticArray::new("c", 8, 64),
+            StaticArray::new("d", 0, 8),
+            StaticArray::new("e", 16, 8),
+        ];
+        let (offsets, bytes) = static_layout(&arrays);
+        assert_eq!(offsets, vec![0, 12, 64, 72, 72]);
+        assert_eq!(bytes, 88);
+    }
+
+    #[test]
     fn gather_addresses_follow_the_table() {
         let t = GatherTable {
             index: vec![5, 0, 7, 2].into(),
