@@ -107,14 +107,7 @@ impl ChaseParams {
     /// `mbind` to `mem_node` if given; hugetlb pages for 2M / 1G; MADV_NOHUGEPAGE for an
     /// explicit 4K so that THP cannot change the page size being measured.
     pub fn map_options(&self) -> MapOptions {
-        MapOptions {
-            hugetlb: self.page.filter(|p| *p != PageSize::Base4K),
-            thp_advice: (self.page == Some(PageSize::Base4K)).then_some(false),
-            policy: self.mem_node.map(|n| MemPolicy::Bind {
-                nodes: NodeMask::single(NodeId(n)),
-                numa_balancing: false,
-            }),
-        }
+        probe_buffer_options(self.page, self.mem_node)
     }
 
     /// The order in which the chase visits the buffer's lines (line indices; the cycle closes
@@ -181,6 +174,19 @@ impl ChaseParams {
                 left: self.steps,
             });
         }
+    }
+}
+
+/// A probe's buffer: bound to `mem_node` if given (`mbind` MPOL_BIND); hugetlb pages for 2M /
+/// 1G; MADV_NOHUGEPAGE for an explicit 4K so that THP cannot change the page size measured.
+pub(crate) fn probe_buffer_options(page: Option<PageSize>, mem_node: Option<u16>) -> MapOptions {
+    MapOptions {
+        hugetlb: page.filter(|p| *p != PageSize::Base4K),
+        thp_advice: (page == Some(PageSize::Base4K)).then_some(false),
+        policy: mem_node.map(|n| MemPolicy::Bind {
+            nodes: NodeMask::single(NodeId(n)),
+            numa_balancing: false,
+        }),
     }
 }
 

@@ -11,7 +11,7 @@ use crate::spec::{format_size, Params, WorkloadError};
 use numalab_core::workload::{
     AccessKind, AddressSpace, MapOptions, Op, ThreadSpec, Workload, LINE_BYTES,
 };
-use numalab_core::{MemPolicy, NodeId, NodeMask, PageSize, TaskId};
+use numalab_core::{PageSize, TaskId};
 
 pub const NAME: &str = "randrw";
 pub const KEYS: &[&str] = &["bytes", "accesses", "op", "page", "mem_node", "seed"];
@@ -73,14 +73,7 @@ impl RandRw {
     }
 
     fn map_options(&self) -> MapOptions {
-        MapOptions {
-            hugetlb: self.page.filter(|p| *p != PageSize::Base4K),
-            thp_advice: (self.page == Some(PageSize::Base4K)).then_some(false),
-            policy: self.mem_node.map(|n| MemPolicy::Bind {
-                nodes: NodeMask::single(NodeId(n)),
-                numa_balancing: false,
-            }),
-        }
+        crate::ptrchase::probe_buffer_options(self.page, self.mem_node)
     }
 }
 
