@@ -795,9 +795,7 @@ impl Simulator {
             if th.pos == th.ops.len() {
                 if !th.more {
                     // the program ends with a system call, which waits for its stores
-                    let wait = th.sb.fence(th.clock);
-                    th.clock += wait;
-                    th.s.memory_ns += wait;
+                    drain_stores(th);
                     th.finished = true;
                     close_phase(th, &mut self.phases);
                     th.s.time_ns = th.clock;
@@ -885,9 +883,7 @@ impl Simulator {
                 }
                 Op::Barrier => {
                     // a barrier's locked instructions wait for the thread's stores
-                    let wait = th.sb.fence(th.clock);
-                    th.clock += wait;
-                    th.s.memory_ns += wait;
+                    drain_stores(th);
                     th.window.serialise(th.indep_ns, th.s.loads + th.s.stores);
                     th.waiting = true;
                     return Ok(());
@@ -1584,53 +1580,20 @@ fn translate<B: Build>(
 ) -> Result<(f64, usize, PageSize), SimError> {
     let mut pte = sh.os.pt.try_get(addr);
     let mut cost = 0.0;
-    if pte.fresh() {
-        // a folio first touched in this epoch (os/first_touch.rs): a thread touching it
-        // earlier in simulated time than its owner so far takes it, and its fault
-        let start = pte.size().align_down(addr);
-        let touch = sh
-            .os
-            .first_touch
-            .touched(start, th.id, th.clock, &sh.p.fault_ns);
-        if let Some(Touch::WaitUntil(done)) = touch {
-            // the owner's fault is in flight: the page lock holds this thread until it ends
-            let wait = done - th.clock;
-            th.clock = done;
-            th.s.fault_ns += wait;
-            th.window.serialise(th.indep_ns, th.s.loads + th.s.stores);
+    if pte.needs_fault() {
+        if pte.fresh() {
+            pte = fresh_touch(th, sh, addr, pte, &mut cost);
         }
-        if let Some(Touch::Takeover(take)) = touch {
-            let size = take.size;
-            // a fault: the trap waits for the thread's stores
-            let wait = th.sb.fence(th.clock);
-            th.clock += wait;
-            th.s.memory_ns += wait;
-            sh.os.take_over_fresh(start, size, NodeId(th.node as u16));
-            let ns = sh.p.fault_ns[size.index()];
-            th.s.fault_ns += ns;
-            cost += ns;
-            // the previous owner only waited for this fault: the rest of its own comes back
-            // once its turn is not running (`apply_fault_refunds`)
-            let refund = take.refund_ns(th.clock, ns);
-            if refund > 0.0 && take.previous != th.id {
-                sh.fault_refunds.push((take.previous, refund));
-            }
+        if !pte.only_fresh() {
+            // a trap: the handler's locked instructions wait for the stores before it
+            drain_stores(th);
+            cost += slow_path(th, sh, addr, pte)?;
+            // a trap: nothing overlaps across it (its own cost joins `indep_ns` with the
+            // reference's, so the mark goes past it)
             th.window
                 .serialise(th.indep_ns + cost, th.s.loads + th.s.stores);
             pte = sh.os.pt.get(addr);
         }
-    }
-    if pte.needs_fault() && !pte.only_fresh() {
-        // a trap: the handler's locked instructions wait for the stores before it
-        let wait = th.sb.fence(th.clock);
-        th.clock += wait;
-        th.s.memory_ns += wait;
-        cost += slow_path(th, sh, addr, pte)?;
-        // a trap: nothing overlaps across it (its own cost joins `indep_ns` with the
-        // reference's, so the mark goes past it)
-        th.window
-            .serialise(th.indep_ns + cost, th.s.loads + th.s.stores);
-        pte = sh.os.pt.get(addr);
     }
     let size = pte.size();
     let home = pte.node();
@@ -1663,6 +1626,60 @@ fn translate<B: Build>(
 
 /// One page-walk reference to page-table line `line`: its latency, counted as a walk
 /// reference (and a walk-caused private miss where it missed).
+/// The thread waits until its store buffer has drained (a fence: a locked instruction, a
+/// trap, the program's end); the wait is memory time.
+fn drain_stores(th: &mut Thread) {
+    let wait = th.sb.fence(th.clock);
+    th.clock += wait;
+    th.s.memory_ns += wait;
+}
+
+/// A touch of a folio first touched in this epoch (os/first_touch.rs): a thread touching it
+/// earlier in simulated time than its owner so far takes it over, and its fault; one touching
+/// it while the owner's fault is in flight waits for that fault. Returns the entry as it is
+/// now; the fault's cost joins `cost`.
+fn fresh_touch(
+    th: &mut Thread,
+    sh: &mut Shared,
+    addr: u64,
+    pte: crate::os::pagetable::Pte,
+    cost: &mut f64,
+) -> crate::os::pagetable::Pte {
+    let start = pte.size().align_down(addr);
+    match sh
+        .os
+        .first_touch
+        .touched(start, th.id, th.clock, &sh.p.fault_ns)
+    {
+        None => pte,
+        Some(Touch::WaitUntil(done)) => {
+            // the page lock holds this thread until the owner's fault ends
+            th.s.fault_ns += done - th.clock;
+            th.clock = done;
+            th.window.serialise(th.indep_ns, th.s.loads + th.s.stores);
+            pte
+        }
+        Some(Touch::Takeover(take)) => {
+            // a fault: the trap waits for the thread's stores
+            drain_stores(th);
+            sh.os
+                .take_over_fresh(start, take.size, NodeId(th.node as u16));
+            let ns = sh.p.fault_ns[take.size.index()];
+            th.s.fault_ns += ns;
+            *cost += ns;
+            // the previous owner only waited for this fault: the rest of its own comes back
+            // once its turn is not running (`apply_fault_refunds`)
+            let refund = take.refund_ns(th.clock, ns);
+            if refund > 0.0 && take.previous != th.id {
+                sh.fault_refunds.push((take.previous, refund));
+            }
+            th.window
+                .serialise(th.indep_ns + *cost, th.s.loads + th.s.stores);
+            sh.os.pt.get(addr)
+        }
+    }
+}
+
 #[inline(always)]
 fn walk_ref<B: Build>(
     b: B,

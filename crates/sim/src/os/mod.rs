@@ -460,18 +460,17 @@ impl Os {
 
     /// A thread on `to` touched the fresh folio at `start` earlier than its owner so far: the
     /// folio is placed there instead, where `to` has room (first_touch.rs). Not a migration:
-    /// no copy, no migration counters. Returns whether it moved.
-    pub fn take_over_fresh(&mut self, start: u64, size: PageSize, to: NodeId) -> bool {
+    /// no copy, no migration counters.
+    pub fn take_over_fresh(&mut self, start: u64, size: PageSize, to: NodeId) {
         let pte = self.pt.get(start);
         let units = size.base_pages();
         if pte.size() != size || pte.node() == to.index() || self.free_pages[to.index()] < units {
-            return false;
+            return;
         }
         self.free_pages[to.index()] -= units;
         self.free_pages[pte.node()] += units;
         self.pt.set_node(start, size, to);
         self.vm.first_touch_race_pages += units;
-        true
     }
 
     /// The epoch ended: the folios first touched in it are no longer fresh (over the size
