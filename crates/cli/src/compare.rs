@@ -59,6 +59,7 @@ pub fn sim(args: SimArgs) -> Result<()> {
         pin: args.pin.clone(),
         mempolicy: args.mempolicy.clone(),
         thp: args.thp.clone(),
+        hugetlb: args.hugetlb.clone(),
     };
     let specs: Vec<RunSpec> = configs
         .iter()

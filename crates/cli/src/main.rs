@@ -196,6 +196,11 @@ pub struct SimArgs {
     /// Transparent huge pages: never, madvise or always.
     #[arg(long, default_value = "never")]
     pub thp: String,
+    /// Back every process's heap with hugetlbfs pages: none, 2M or 1G (libhugetlbfs's
+    /// HUGETLB_MORECORE: every allocation comes from the heap, packed, so 1 GiB pages work
+    /// for any workload; mappings with their own mbind policy keep 4 KiB pages).
+    #[arg(long, default_value = "none")]
+    pub hugetlb: String,
     /// Placement policies to compare side by side, each with optional parameters:
     /// `autonuma,carrefour,carrefour-lp:period_ms=500`. `autonuma` is Linux's automatic NUMA
     /// balancing in the simulated kernel. A run without a policy comes first as the baseline.
@@ -203,8 +208,8 @@ pub struct SimArgs {
     #[arg(long)]
     pub policy: Option<String>,
     /// Compare configurations side by side: comma-separated; each is `key=value` settings
-    /// joined by `+` (keys: mempolicy, thp, pin, threads, machine, workload, policy) or a shorthand
-    /// (first-touch, interleave, thp, nothp, local). The first is the baseline.
+    /// joined by `+` (keys: mempolicy, thp, hugetlb, pin, threads, machine, workload, policy) or a
+    /// shorthand (first-touch, interleave, thp, nothp, hugetlb-2m, hugetlb-1g, local). The first is the baseline.
     #[arg(long)]
     pub compare: Option<String>,
     /// Write all results as JSON.

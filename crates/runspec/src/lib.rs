@@ -1,12 +1,12 @@
 //! Configurations of simulated runs, shared by `numalab sim --compare` and `numalab validate`.
 //!
-//! A configuration is `key=value` settings joined by `+` (keys: mempolicy, thp, pin, threads,
-//! machine, workload, policy) or a shorthand (`first-touch`, `interleave`, `thp`, ...), applied
+//! A configuration is `key=value` settings joined by `+` (keys: mempolicy, thp, hugetlb, pin,
+//! threads, machine, workload, policy) or a shorthand (`first-touch`, `interleave`, `thp`, ...), applied
 //! on top of [`Defaults`]. [`resolve`] checks every part against the machine before anything
 //! runs, so a bad configuration fails before the first simulation starts.
 
 use anyhow::{anyhow, bail, Context, Result};
-use numalab_core::MemPolicy;
+use numalab_core::{MemPolicy, PageSize};
 use numalab_machine::Machine;
 use numalab_sim::{Pinning, SimConfig, ThpMode};
 
@@ -19,6 +19,8 @@ pub struct RunSpec {
     pub pin: Pinning,
     pub mempolicy: MemPolicy,
     pub thp: ThpMode,
+    /// The hugetlbfs heap's page size (`hugetlb=2M|1G`), None for plain anonymous memory.
+    pub hugetlb: Option<PageSize>,
     /// Placement policy specs (crates/policies), validated; built per run since a policy
     /// carries state.
     pub policies: Vec<String>,
@@ -34,6 +36,7 @@ impl RunSpec {
             pinning: self.pin.clone(),
             task_policy: self.mempolicy.clone(),
             thp: self.thp,
+            hugetlb: self.hugetlb,
             epoch_ns,
             sample_period,
             numa_balancing: self.numa_balancing.clone(),
@@ -56,6 +59,22 @@ pub struct Defaults {
     pub pin: String,
     pub mempolicy: String,
     pub thp: String,
+    /// `none`, `2M` or `1G`.
+    pub hugetlb: String,
+}
+
+/// `none` (or `4K`, `never`) → None; `2M` / `1G` → the hugetlbfs heap's page size.
+pub fn parse_hugetlb(s: &str) -> Result<Option<PageSize>> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "none" | "never" | "off" | "4k" => Ok(None),
+        _ => match s.parse::<PageSize>() {
+            Ok(PageSize::Base4K) => Ok(None),
+            Ok(size) => Ok(Some(size)),
+            Err(_) => bail!(
+                "hugetlb={s} is not a page size: expected none, 2M or 1G (the hugetlbfs pages backing the heap, as libhugetlbfs's HUGETLB_MORECORE)"
+            ),
+        },
+    }
 }
 
 /// `autonuma`, `numa-balancing` (the kernel's own mechanism, in the OS model) rather than a
@@ -68,6 +87,7 @@ pub fn is_numa_balancing(spec: &str) -> bool {
 pub const KEYS: &[&str] = &[
     "mempolicy",
     "thp",
+    "hugetlb",
     "pin",
     "threads",
     "machine",
@@ -80,6 +100,8 @@ pub const SHORTHANDS: &[(&str, &str)] = &[
     ("interleave", "mempolicy=interleave:all"),
     ("thp", "thp=always"),
     ("nothp", "thp=never"),
+    ("hugetlb-2m", "hugetlb=2M"),
+    ("hugetlb-1g", "hugetlb=1G"),
     ("autonuma", "policy=autonuma"),
 ];
 
@@ -134,6 +156,7 @@ pub fn resolve(base: &Defaults, overrides: &str) -> Result<RunSpec> {
     let mut pin = base.pin.clone();
     let mut mempolicy = base.mempolicy.clone();
     let mut thp = base.thp.clone();
+    let mut hugetlb = base.hugetlb.clone();
     let mut policies: Vec<String> = Vec::new();
     let mut numa_balancing = None;
     for setting in overrides
@@ -167,6 +190,7 @@ pub fn resolve(base: &Defaults, overrides: &str) -> Result<RunSpec> {
                 }
             }
             "thp" => thp = v.to_string(),
+            "hugetlb" => hugetlb = v.to_string(),
             "pin" => pin = v.to_string(),
             "threads" => {
                 threads = Some(
@@ -186,6 +210,7 @@ pub fn resolve(base: &Defaults, overrides: &str) -> Result<RunSpec> {
     let mp = MemPolicy::parse(&mempolicy, &m.topology.online())
         .map_err(|e| anyhow!("--mempolicy: {e}"))?;
     let thp_mode: ThpMode = thp.parse().map_err(|e: String| anyhow!("--thp: {e}"))?;
+    let hugetlb_size = parse_hugetlb(&hugetlb).context("--hugetlb")?;
     let pinning: Pinning = pin.parse().map_err(|e: String| anyhow!("--pin: {e}"))?;
     let threads = if workload.starts_with("mix:") {
         default_threads(&m, &workload)
@@ -196,7 +221,10 @@ pub fn resolve(base: &Defaults, overrides: &str) -> Result<RunSpec> {
         .resolve(&m.topology, threads)
         .map_err(|e| anyhow!("--pin {pin}: {e}"))?;
     let label = if overrides.is_empty() {
-        format!("{mempolicy} thp={thp}")
+        match hugetlb_size {
+            Some(size) => format!("{mempolicy} thp={thp} hugetlb={size}"),
+            None => format!("{mempolicy} thp={thp}"),
+        }
     } else {
         overrides.to_string()
     };
@@ -208,6 +236,7 @@ pub fn resolve(base: &Defaults, overrides: &str) -> Result<RunSpec> {
         pin: pinning,
         mempolicy: mp,
         thp: thp_mode,
+        hugetlb: hugetlb_size,
         policies,
         numa_balancing,
     })
@@ -248,5 +277,34 @@ mod tests {
                 "nothp"
             ]
         );
+    }
+
+    #[test]
+    fn hugetlb_sizes_and_their_errors() {
+        assert_eq!(parse_hugetlb("none").unwrap(), None);
+        assert_eq!(parse_hugetlb("4K").unwrap(), None);
+        assert_eq!(parse_hugetlb("2M").unwrap(), Some(PageSize::Huge2M));
+        assert_eq!(parse_hugetlb("1g").unwrap(), Some(PageSize::Giant1G));
+        let e = parse_hugetlb("3M").unwrap_err().to_string();
+        assert!(
+            e.contains("hugetlb=3M") && e.contains("none, 2M or 1G"),
+            "{e}"
+        );
+        let d = Defaults {
+            machine: "xeon-x5650-2n".into(),
+            workload: "stream:n=1000".into(),
+            threads: Some(2),
+            pin: "none".into(),
+            mempolicy: "default".into(),
+            thp: "never".into(),
+            hugetlb: "none".into(),
+        };
+        assert_eq!(
+            resolve(&d, "hugetlb-1g").unwrap().hugetlb,
+            Some(PageSize::Giant1G)
+        );
+        assert_eq!(resolve(&d, "").unwrap().hugetlb, None);
+        let e = format!("{:#}", resolve(&d, "hugetlb=huge").err().unwrap());
+        assert!(e.contains("--hugetlb") && e.contains("hugetlb=huge"), "{e}");
     }
 }

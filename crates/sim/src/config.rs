@@ -4,7 +4,7 @@ use crate::hw::host_isa::HostIsa;
 use crate::os::numa_balancing::NumaBalancingParams;
 use crate::os::ThpMode;
 use crate::pinning::Pinning;
-use numalab_core::{MemPolicy, Policy};
+use numalab_core::{MemPolicy, PageSize, Policy};
 
 /// Progress of a running simulation, handed to the progress callback.
 #[derive(Copy, Clone, Debug)]
@@ -22,6 +22,9 @@ pub struct SimConfig {
     /// The task policy every task starts with (set_mempolicy before exec).
     pub task_policy: MemPolicy,
     pub thp: ThpMode,
+    /// libhugetlbfs's `HUGETLB_MORECORE`: back every task's heap with hugetlbfs pages of
+    /// this size (2M or 1G); None: plain anonymous memory (docs/model.md, "Hugetlbfs heap").
+    pub hugetlb: Option<PageSize>,
     /// Automatic NUMA balancing (`kernel.numa_balancing` and its tunables); None = off.
     pub numa_balancing: Option<NumaBalancingParams>,
     /// Simulated length of one epoch: traffic of an epoch sets latencies of the next.
@@ -59,6 +62,7 @@ impl Default for SimConfig {
             pinning: Pinning::None,
             task_policy: MemPolicy::Default,
             thp: ThpMode::Never,
+            hugetlb: None,
             numa_balancing: None,
             epoch_ns: 20_000.0,
             sample_period: 4099,

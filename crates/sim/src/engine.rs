@@ -345,6 +345,7 @@ impl Simulator {
             os.enable_numa_balancing(nb.clone(), &machine.os);
         }
         os.nt.lazy_max_block_bytes = cfg.lazy_max_block_bytes.max(4096);
+        os.set_hugetlb_heap(cfg.hugetlb);
         let specs = workload.build(&mut BuildSpace { os: &mut os });
         let c = &machine.core;
         let gather_tables = specs.iter().map(|s| s.program.gather_table()).collect();
@@ -1339,6 +1340,7 @@ impl Simulator {
             pinning: cfg.pinning.to_string(),
             mempolicy: cfg.task_policy.to_string(),
             thp: cfg.thp.to_string(),
+            hugetlb: cfg.hugetlb.map_or("none".into(), |s| s.to_string()),
             sim_time_ns,
             memory_references,
             metrics,

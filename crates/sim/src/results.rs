@@ -112,6 +112,9 @@ pub struct SimResult {
     pub pinning: String,
     pub mempolicy: String,
     pub thp: String,
+    /// The hugetlbfs page size backing the heap (`--hugetlb`), "none" without.
+    #[serde(default)]
+    pub hugetlb: String,
     /// Simulated wall time: the last thread's finish time.
     pub sim_time_ns: f64,
     pub memory_references: u64,

@@ -60,6 +60,9 @@ pub struct Case {
     pub mempolicy: String,
     #[serde(default = "default_thp")]
     pub thp: String,
+    /// The hugetlbfs heap's page size: none, 2M or 1G (`numalab sim --hugetlb`).
+    #[serde(default = "default_hugetlb")]
+    pub hugetlb: String,
     /// Baseline configuration (`--compare` syntax), for comparative metrics and pairs.
     pub base: Option<String>,
     /// Measured configuration (`--compare` syntax; empty = the case's settings as they are).
@@ -88,6 +91,9 @@ fn default_mempolicy() -> String {
 }
 fn default_thp() -> String {
     "never".into()
+}
+fn default_hugetlb() -> String {
+    "none".into()
 }
 
 /// What kind of comparison a case makes (derived from its fields by [`Case::kind`]).

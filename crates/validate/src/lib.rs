@@ -92,14 +92,15 @@ fn defaults(c: &case::Case) -> Defaults {
         pin: c.pin.clone(),
         mempolicy: c.mempolicy.clone(),
         thp: c.thp.clone(),
+        hugetlb: c.hugetlb.clone(),
     }
 }
 
 /// A canonical text for a run, so that cases sharing a configuration share its simulation.
 fn run_key(d: &Defaults, config: &str) -> String {
     format!(
-        "{}|{}|{:?}|{}|{}|{}|{}",
-        d.machine, d.workload, d.threads, d.pin, d.mempolicy, d.thp, config
+        "{}|{}|{:?}|{}|{}|{}|{}|{}",
+        d.machine, d.workload, d.threads, d.pin, d.mempolicy, d.thp, d.hugetlb, config
     )
 }
 

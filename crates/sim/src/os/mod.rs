@@ -184,6 +184,11 @@ pub struct Os {
     pub nt: next_touch::NextTouchState,
     /// The folios first touched in the current epoch (first_touch.rs).
     pub first_touch: first_touch::FirstTouch,
+    /// libhugetlbfs's `HUGETLB_MORECORE`: the page size backing every task's heap (None:
+    /// mappings are plain anonymous memory).
+    hugetlb_heap: Option<PageSize>,
+    /// Per task: its heap mapping (index into `regions`) and the bytes allocated in it.
+    heaps: Vec<Option<(usize, u64)>>,
 }
 
 impl Os {
@@ -210,7 +215,16 @@ impl Os {
             numab: None,
             nt: next_touch::NextTouchState::default(),
             first_touch: first_touch::FirstTouch::default(),
+            hugetlb_heap: None,
+            heaps: Vec::new(),
         }
+    }
+
+    /// Back every task's heap with hugetlbfs pages of `size`, as libhugetlbfs does with
+    /// `HUGETLB_MORECORE=2M|1G` (docs/model.md, "Hugetlbfs heap"): from then on a mapping
+    /// without its own page size or range policy is carved from the task's heap.
+    pub fn set_hugetlb_heap(&mut self, size: Option<PageSize>) {
+        self.hugetlb_heap = size.filter(|s| *s != PageSize::Base4K);
     }
 
     pub fn topology(&self) -> &Topology {
@@ -250,6 +264,9 @@ impl Os {
         policy: Option<MemPolicy>,
     ) -> u64 {
         self.task_mut(task);
+        if let (None, None, Some(size)) = (hugetlb, &policy, self.hugetlb_heap) {
+            return self.heap_alloc(task, bytes, size);
+        }
         let align = match hugetlb {
             Some(PageSize::Giant1G) => PageSize::Giant1G.bytes(),
             _ => PageSize::Huge2M.bytes(),
@@ -270,6 +287,47 @@ impl Os {
             thp_advice,
             hugetlb,
         });
+        start
+    }
+
+    /// `malloc(bytes)` from `task`'s hugetlbfs heap (libhugetlbfs's morecore.c): the library
+    /// sets `M_MMAP_MAX` to 0, so even large allocations come from the heap, one after the
+    /// other, and neighbouring allocations share huge pages. Allocations start on a cache
+    /// line (glibc guarantees 16 B; numalab's workloads align their arrays to lines). The heap
+    /// grows in place while it is the last mapping; after another mapping it starts a new
+    /// heap segment (as morecore does when it cannot extend contiguously).
+    fn heap_alloc(&mut self, task: TaskId, bytes: u64, size: PageSize) -> u64 {
+        const ALIGN: u64 = 64;
+        let unit = size.bytes();
+        let guard = PageSize::Huge2M.bytes();
+        if self.heaps.len() <= task.index() {
+            self.heaps.resize(task.index() + 1, None);
+        }
+        let grows = self.heaps[task.index()].filter(|&(ri, _)| ri + 1 == self.regions.len());
+        let (ri, start) = match grows {
+            Some((ri, used)) => (ri, self.regions[ri].start + used.div_ceil(ALIGN) * ALIGN),
+            None => {
+                let start = self.next_va.div_ceil(unit) * unit;
+                self.regions.push(Region {
+                    task,
+                    start,
+                    len: 0,
+                    // /proc/pid/maps calls it [heap]; the page size says what backs it
+                    name: format!("[heap {size}]"),
+                    policy: None,
+                    pstate: PolicyState::default(),
+                    thp_advice: None,
+                    hugetlb: Some(size),
+                });
+                (self.regions.len() - 1, start)
+            }
+        };
+        let r = &mut self.regions[ri];
+        let used = start + bytes.max(1) - r.start;
+        r.len = used.div_ceil(unit) * unit;
+        self.next_va = r.end() + guard;
+        self.pt.grow_to(self.next_va);
+        self.heaps[task.index()] = Some((ri, used));
         start
     }
 
@@ -641,6 +699,48 @@ mod tests {
             distances: vec![vec![10, 20], vec![20, 10]],
             smt: 1,
         }
+    }
+
+    #[test]
+    fn hugetlb_heap_packs_allocations_into_shared_huge_pages() {
+        let t = topo2(4 << 30);
+        let mut os = Os::new(&t, ThpMode::Never, MemPolicy::Default, 1);
+        os.set_hugetlb_heap(Some(PageSize::Giant1G));
+        let (t0, t1) = (TaskId(0), TaskId(1));
+        // malloc-like: one after the other on cache lines, in one 1 GiB-backed heap
+        let a = os.mmap(t0, "a", 1000, None, None, None);
+        let b = os.mmap(t0, "b", 3 << 20, None, None, None);
+        assert_eq!(a % (1 << 30), 0, "the heap starts on a 1 GiB boundary");
+        assert_eq!(b, a + 1024, "b follows a on the next cache line");
+        assert_eq!(os.regions.len(), 1);
+        assert_eq!(os.regions[0].hugetlb, Some(PageSize::Giant1G));
+        assert_eq!(os.regions[0].len, 1 << 30);
+        // growing past the first page extends the heap in place
+        let c = os.mmap(t0, "c", 1 << 30, None, None, None);
+        assert_eq!(c, b + (3 << 20));
+        assert_eq!((os.regions.len(), os.regions[0].len), (1, 2 << 30));
+        // an mbind range keeps its own mapping, and the heap starts a new segment after it
+        let bound = MemPolicy::parse("bind:1", &NodeMask::from_nodes([NodeId(0), NodeId(1)]));
+        let m = os.mmap(t0, "m", 4096, None, None, Some(bound.unwrap()));
+        assert!(m >= os.regions[0].end());
+        assert_eq!(os.regions[1].hugetlb, None);
+        let d = os.mmap(t0, "d", 64, None, None, None);
+        assert!(d > m && d % (1 << 30) == 0, "a second heap segment");
+        // another process has its own heap
+        let e = os.mmap(t1, "e", 64, None, None, None);
+        assert_eq!(os.region_index(e).map(|i| os.regions[i].task), Some(t1));
+        // one fault maps the whole 1 GiB folio that a, b and the start of c share
+        let f = os.fault(t0, b + 4096, NodeId(1)).unwrap();
+        assert_eq!(
+            (f.folio_start, f.size, f.node),
+            (a, PageSize::Giant1G, NodeId(1))
+        );
+        assert!(os.pt.get(a).present() && os.pt.get(c).present());
+        assert_eq!((os.vm.pgfault_1g, os.vm.pgfault_4k), (1, 0));
+        // 4K means no hugetlbfs heap
+        os.set_hugetlb_heap(Some(PageSize::Base4K));
+        let g = os.mmap(t0, "g", 64, None, None, None);
+        assert_eq!(os.regions[os.region_index(g).unwrap()].hugetlb, None);
     }
 
     #[test]
