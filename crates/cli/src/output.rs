@@ -297,15 +297,26 @@ fn detail(r: &SimResult) -> String {
         }
     }
     if !r.phases.is_empty() {
-        let _ = writeln!(s, "\nphase            start ms    end ms   references");
+        let _ = writeln!(
+            s,
+            "\nphase            start ms    end ms   references   LAR %  imbal %    MPKI  walk %  fault %"
+        );
+        let opt =
+            |v: Option<f64>, prec: usize| v.map_or("-".to_string(), |x| format!("{x:.prec$}"));
         for p in &r.phases {
+            let m = &p.metrics;
             let _ = writeln!(
                 s,
-                "{:<14} {:>10.3} {:>9.3} {:>12}",
+                "{:<14} {:>10.3} {:>9.3} {:>12} {:>7} {:>8} {:>7} {:>7} {:>8}",
                 p.name,
                 p.start_ns / 1e6,
                 p.end_ns / 1e6,
-                p.accesses
+                p.accesses,
+                opt(m.lar_percent, 1),
+                opt(m.imbalance_percent, 1),
+                opt(m.mpki, 2),
+                opt(m.pagewalk_l2_miss_share_percent, 2),
+                opt(m.max_page_fault_time_share_percent, 2),
             );
         }
     }

@@ -222,7 +222,8 @@ struct Thread {
     /// past it.
     turn_clock: f64,
     s: ThreadStats,
-    phase: Option<(u16, f64, u64)>,
+    /// The phase the thread is in: its id, start clock and the counters at its start.
+    phase: Option<(u16, f64, Box<ThreadStats>)>,
     phase_names: &'static [&'static str],
     /// A phase op stopped the run so policies' `on_phase` can act first.
     hook_phase: Option<u16>,
@@ -394,6 +395,7 @@ impl Simulator {
                         task: spec.task.0,
                         cpu: cpu.0,
                         node: node as u16,
+                        dram_by_node: vec![0; machine.topology.num_nodes()],
                         ..Default::default()
                     },
                     phase: None,
@@ -891,7 +893,7 @@ impl Simulator {
                 }
                 Op::Phase { id } => {
                     close_phase(th, &mut self.phases);
-                    th.phase = Some((id, th.clock, th.s.loads + th.s.stores));
+                    th.phase = Some((id, th.clock, Box::new(th.s.clone())));
                     if self.hooks {
                         // stop here: the policies' on_phase actions apply before the
                         // thread's next access (run() calls them and resumes the thread)
@@ -1332,6 +1334,10 @@ impl Simulator {
             .collect();
         let metrics =
             crate::report::compute_metrics(&per_thread, &per_node, &sh.samples, sim_time_ns);
+        let mut phases = phases;
+        for p in &mut phases {
+            p.metrics = crate::report::phase_metrics(p, n, &sh.samples);
+        }
         SimResult {
             label: cfg.label.clone(),
             machine: machine.id.clone(),
@@ -1365,28 +1371,46 @@ impl Simulator {
 }
 
 fn close_phase(th: &mut Thread, phases: &mut Vec<PhaseStats>) {
-    if let Some((id, start, acc0)) = th.phase.take() {
+    if let Some((id, start, at_start)) = th.phase.take() {
         let name = th
             .phase_names
             .get(id as usize)
             .map_or_else(|| format!("phase{id}"), |s| s.to_string());
-        let acc = th.s.loads + th.s.stores - acc0;
-        match phases.iter_mut().find(|p| p.id == id) {
-            Some(p) => {
+        let mut delta = th.s.since(&at_start);
+        delta.time_ns = th.clock - start;
+        delta.instructions += delta.loads + delta.stores;
+        let acc = delta.loads + delta.stores;
+        let i = match phases.iter().position(|p| p.id == id) {
+            Some(i) => {
+                let p = &mut phases[i];
                 p.start_ns = p.start_ns.min(start);
                 p.end_ns = p.end_ns.max(th.clock);
                 p.thread_ns += th.clock - start;
                 p.accesses += acc;
+                i
             }
-            None => phases.push(PhaseStats {
-                id,
-                name,
-                start_ns: start,
-                end_ns: th.clock,
-                thread_ns: th.clock - start,
-                accesses: acc,
-            }),
+            None => {
+                phases.push(PhaseStats {
+                    id,
+                    name,
+                    start_ns: start,
+                    end_ns: th.clock,
+                    thread_ns: th.clock - start,
+                    accesses: acc,
+                    ..Default::default()
+                });
+                phases.len() - 1
+            }
+        };
+        let per_thread = &mut phases[i].per_thread;
+        let t = th.s.thread as usize;
+        if per_thread.len() <= t {
+            per_thread.resize_with(t + 1, ThreadStats::default);
         }
+        let slot = &mut per_thread[t];
+        (slot.thread, slot.task, slot.cpu, slot.node) =
+            (th.s.thread, th.s.task, th.s.cpu, th.s.node);
+        slot.add(&delta);
     }
 }
 
@@ -1543,6 +1567,7 @@ fn hierarchy<B: Build>(
                     th.s.llc_misses += 1;
                     sh.mem.read(node, home);
                     let lat = sh.mem.read_latency_ns(node, home);
+                    th.s.dram_by_node[home] += 1;
                     if home == node {
                         th.s.dram_local += 1;
                         (lat * rk.overlap, DataSource::LocalDram, true)

@@ -1,6 +1,6 @@
 //! Whole-run metrics (reference/policies.md §0) from the engine's counters and samples.
 
-use crate::results::{Metrics, NodeStats, ThreadStats};
+use crate::results::{Metrics, NodeStats, PhaseStats, ThreadStats};
 use numalab_core::metrics as m;
 use numalab_core::AccessSample;
 
@@ -41,4 +41,33 @@ pub fn compute_metrics(
             sim_time_ns as u64,
         ),
     }
+}
+
+/// The metrics of one phase: [`compute_metrics`] over the phase's per-thread counters, the
+/// controller traffic its threads caused (each thread counted from the node it ran on when
+/// it left the phase), and the samples taken between the phase's first start and last end.
+pub fn phase_metrics(p: &PhaseStats, nodes: usize, samples: &[AccessSample]) -> Metrics {
+    let mut served = vec![vec![0u64; nodes]; nodes];
+    for t in &p.per_thread {
+        for (to, &reads) in t.dram_by_node.iter().enumerate().take(nodes) {
+            served[to][(t.node as usize).min(nodes - 1)] += reads;
+        }
+    }
+    let per_node: Vec<NodeStats> = served
+        .into_iter()
+        .enumerate()
+        .map(|(d, served_from)| NodeStats {
+            node: d as u16,
+            served_from,
+            ..Default::default()
+        })
+        .collect();
+    let (from, to) = (p.start_ns as u64, p.end_ns.ceil() as u64);
+    // threads take turns within an epoch, so samples are in time order only epoch by epoch
+    let window: Vec<AccessSample> = samples
+        .iter()
+        .filter(|s| (from..=to).contains(&s.time_ns))
+        .copied()
+        .collect();
+    compute_metrics(&p.per_thread, &per_node, &window, p.end_ns - p.start_ns)
 }

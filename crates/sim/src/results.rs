@@ -44,6 +44,70 @@ pub struct ThreadStats {
     pub next_touch_migrations: u64,
     /// Time spent protecting pages for NUMA balancing (task_numa_work), ns.
     pub numa_scan_ns: f64,
+    /// DRAM reads served by each memory node (`dram_local + dram_remote` split by node).
+    #[serde(default)]
+    pub dram_by_node: Vec<u64>,
+}
+
+impl ThreadStats {
+    /// The counters accumulated since `earlier` (a snapshot of the same thread); identity
+    /// fields are kept. Times are differences too.
+    pub fn since(&self, earlier: &ThreadStats) -> ThreadStats {
+        let mut d = self.clone();
+        d.for_each_counter(earlier, |now, then| *now -= then, |now, then| *now -= then);
+        d
+    }
+
+    /// Add `other`'s counters to these (per-phase sums over the phase's visits).
+    pub fn add(&mut self, other: &ThreadStats) {
+        self.for_each_counter(other, |a, b| *a += b, |a, b| *a += b);
+    }
+
+    fn for_each_counter(
+        &mut self,
+        o: &ThreadStats,
+        int: impl Fn(&mut u64, u64),
+        float: impl Fn(&mut f64, f64),
+    ) {
+        for (a, b) in [
+            (&mut self.time_ns, o.time_ns),
+            (&mut self.compute_ns, o.compute_ns),
+            (&mut self.memory_ns, o.memory_ns),
+            (&mut self.overlap_ns, o.overlap_ns),
+            (&mut self.fault_ns, o.fault_ns),
+            (&mut self.barrier_wait_ns, o.barrier_wait_ns),
+            (&mut self.migration_ns, o.migration_ns),
+            (&mut self.numa_scan_ns, o.numa_scan_ns),
+        ] {
+            float(a, b);
+        }
+        for (a, b) in [
+            (&mut self.instructions, o.instructions),
+            (&mut self.loads, o.loads),
+            (&mut self.stores, o.stores),
+            (&mut self.private_misses, o.private_misses),
+            (&mut self.llc_misses, o.llc_misses),
+            (&mut self.dram_local, o.dram_local),
+            (&mut self.dram_remote, o.dram_remote),
+            (&mut self.remote_loads, o.remote_loads),
+            (&mut self.walk_refs, o.walk_refs),
+            (&mut self.walk_private_misses, o.walk_private_misses),
+            (&mut self.faults, o.faults),
+            (&mut self.next_touch_migrations, o.next_touch_migrations),
+        ] {
+            int(a, b);
+        }
+        for i in 0..3 {
+            int(&mut self.dtlb_l1_misses[i], o.dtlb_l1_misses[i]);
+            int(&mut self.page_walks[i], o.page_walks[i]);
+        }
+        if self.dram_by_node.len() < o.dram_by_node.len() {
+            self.dram_by_node.resize(o.dram_by_node.len(), 0);
+        }
+        for (a, &b) in self.dram_by_node.iter_mut().zip(&o.dram_by_node) {
+            int(a, b);
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -79,6 +143,15 @@ pub struct PhaseStats {
     /// Sum over threads of the time spent in the phase.
     pub thread_ns: f64,
     pub accesses: u64,
+    /// Per thread (index = thread id), its counters while in the phase, every visit
+    /// summed; `time_ns` is its time in the phase. Threads that never ran it have zeros.
+    #[serde(default)]
+    pub per_thread: Vec<ThreadStats>,
+    /// The run's metrics over this phase alone (docs/model.md, "Metrics"): LAR, controller
+    /// imbalance, MPKI, walk and fault shares from the phase's counters; PAMUP, NHP, PSP
+    /// from the samples taken between its start and end.
+    #[serde(default)]
+    pub metrics: Metrics,
 }
 
 /// Per-interval controller traffic, for plots over time.

@@ -1,0 +1,90 @@
+//! Every metric per phase (issue "Trustworthy simulation I", item 4): a phase's LAR,
+//! imbalance and counters come from that phase alone.
+
+use numalab_core::{AccessKind, MapOptions, MemPolicy, NodeId, Op};
+use numalab_sim::{simulate, Pinning, SimConfig};
+use numalab_workloads::script::Script;
+
+/// Each line of `[start, start+len)` once.
+fn lines(start: u64, len: u64, kind: AccessKind) -> Op {
+    Op::Run {
+        base: start,
+        lines: (len / 64) as u32,
+        stride_bytes: 64,
+        kind,
+    }
+}
+
+#[test]
+fn each_phase_reports_its_own_locality_and_traffic() {
+    // Two threads on nodes 0 and 1. Phase 0: each writes its own 8 MiB (first touch: local).
+    // Phase 1: each reads the other's 8 MiB, twice (all remote, and more than the LLC holds).
+    const MIB8: u64 = 8 << 20;
+    let w = Script {
+        maps: vec![(2 * MIB8, MapOptions::default())],
+        threads: 2,
+        ops: |b: &[u64], t: usize| {
+            let own = b[0] + t as u64 * MIB8;
+            let other = b[0] + (1 - t as u64) * MIB8;
+            vec![
+                Op::Phase { id: 0 },
+                lines(own, MIB8, AccessKind::Write),
+                Op::Barrier,
+                Op::Phase { id: 1 },
+                lines(other, MIB8, AccessKind::Read),
+                lines(other, MIB8, AccessKind::Read),
+            ]
+        },
+    };
+    let m = numalab_machine::preset("xeon-x5650-2n").unwrap();
+    let cfg = SimConfig {
+        // CPU 0 is on node 0, CPU 12 on node 1 (xeon-x5650-2n: CPUs 0-11 and 12-23)
+        pinning: "0,12".parse::<Pinning>().unwrap(),
+        task_policy: MemPolicy::Default,
+        sample_period: 97,
+        ..Default::default()
+    };
+    let r = simulate(&m, &w, cfg).unwrap();
+    assert_eq!(r.per_thread[1].node, NodeId(1).0, "threads on two nodes");
+    assert_eq!(r.phases.len(), 2, "{:?}", r.phases);
+    let (p0, p1) = (&r.phases[0], &r.phases[1]);
+    let lar0 = p0.metrics.lar_percent.unwrap();
+    let lar1 = p1.metrics.lar_percent.unwrap();
+    let whole = r.metrics.lar_percent.unwrap();
+    assert!(lar0 > 95.0, "first touch is local: {lar0}");
+    assert!(lar1 < 5.0, "reading the other's data is remote: {lar1}");
+    assert!(lar1 < whole && whole < lar0, "{lar1} < {whole} < {lar0}");
+    // both nodes serve the same share in each phase
+    assert!(p1.metrics.imbalance_percent.unwrap() < 10.0);
+    // the phase's counters add up to the run's
+    for t in 0..2 {
+        let sum = |f: fn(&numalab_sim::results::ThreadStats) -> u64| {
+            r.phases.iter().map(|p| f(&p.per_thread[t])).sum::<u64>()
+        };
+        let s = &r.per_thread[t];
+        assert_eq!(sum(|x| x.loads), s.loads);
+        assert_eq!(
+            sum(|x| x.dram_local + x.dram_remote),
+            s.dram_local + s.dram_remote
+        );
+        assert_eq!(
+            s.dram_by_node.iter().sum::<u64>(),
+            s.dram_local + s.dram_remote
+        );
+        let in_phases: f64 = r.phases.iter().map(|p| p.per_thread[t].time_ns).sum();
+        assert!(
+            (in_phases - s.time_ns).abs() < 1.0,
+            "{in_phases} vs {}",
+            s.time_ns
+        );
+    }
+    // phase 1 reads 2 × 16 MiB from DRAM, no faults; phase 0 faults every page
+    let reads1: u64 = p1.per_thread.iter().map(|t| t.dram_remote).sum();
+    assert!(reads1 > (16 << 20) / 64, "{reads1}");
+    assert_eq!(p1.per_thread.iter().map(|t| t.faults).sum::<u64>(), 0);
+    assert_eq!(
+        p0.per_thread.iter().map(|t| t.faults).sum::<u64>(),
+        2 * MIB8 / 4096
+    );
+    assert!(p0.metrics.max_page_fault_time_share_percent.unwrap() > 0.0);
+}
