@@ -200,6 +200,10 @@ fn rows(rs: &[SimResult]) -> Vec<(String, Vec<String>)> {
             rs.iter().map(|r| r.promotions.to_string()).collect(),
         ),
         (
+            "policy decisions".into(),
+            rs.iter().map(decision_summary).collect(),
+        ),
+        (
             "memory references".into(),
             rs.iter().map(|r| r.memory_references.to_string()).collect(),
         ),
@@ -265,6 +269,34 @@ pub fn table(rs: &[SimResult]) -> String {
 }
 
 /// Per-node and per-link detail of a single run.
+/// Each kind of decision in the run's policy log with its total count, in first-seen order
+/// (`migrate 1200, interleave 320`), or `-`.
+fn decision_totals(r: &SimResult) -> Vec<(String, u64, String)> {
+    let mut out: Vec<(String, u64, String)> = Vec::new();
+    for d in r.policy_log.iter().flat_map(|e| &e.decisions) {
+        match out.iter_mut().find(|(w, _, _)| *w == d.what) {
+            Some(t) => {
+                t.1 += d.count;
+                t.2.clone_from(&d.reason);
+            }
+            None => out.push((d.what.clone(), d.count, d.reason.clone())),
+        }
+    }
+    out
+}
+
+fn decision_summary(r: &SimResult) -> String {
+    let totals = decision_totals(r);
+    if totals.is_empty() {
+        return "-".into();
+    }
+    totals
+        .iter()
+        .map(|(w, n, _)| format!("{w} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn detail(r: &SimResult) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "\nnode  read GB  write GB  avg util %  peak util %  resident MiB  served from node 0..n (requests)");
@@ -294,6 +326,17 @@ fn detail(r: &SimResult) -> String {
                 l.avg_utilisation * 100.0,
                 l.peak_utilisation * 100.0
             );
+        }
+    }
+    let totals = decision_totals(r);
+    if !totals.is_empty() {
+        let hooks = r.policy_log.len();
+        let _ = writeln!(
+            s,
+            "\npolicy decisions ({hooks} hooks acted; each line: total, then the last reason given; all in the JSON's policy_log)"
+        );
+        for (what, n, reason) in &totals {
+            let _ = writeln!(s, "{what:<22} {n:>9}  {reason}");
         }
     }
     if !r.phases.is_empty() {

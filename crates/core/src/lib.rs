@@ -20,7 +20,9 @@ pub use nodemask::{NodeMask, NodeMaskError};
 pub use page::PageSize;
 pub use sample::{AccessSample, DataSource};
 pub use topology::{NodeInfo, Topology, TopologyError};
-pub use view::{Action, MemoryView, NextTouchMechanism, PageInfo, Policy, RegionInfo, ThreadInfo};
+pub use view::{
+    Action, Decision, MemoryView, NextTouchMechanism, PageInfo, Policy, RegionInfo, ThreadInfo,
+};
 pub use workload::{
     map_static, static_layout, AccessKind, AddressSpace, GatherTable, MapOptions, Op, StaticArray,
     ThreadProgram, ThreadSpec, Workload,

@@ -192,6 +192,26 @@ impl Action {
     }
 }
 
+/// One kind of decision a policy hook made, how many times, and why, in the policy's own
+/// (its paper's) words: `migrate`, 120, `one accessing node (Carrefour §6 step 5)`. Runners
+/// log them per hook beside what the actions did (the simulator's `SimResult::policy_log`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decision {
+    pub what: String,
+    pub count: u64,
+    pub reason: String,
+}
+
+impl Decision {
+    pub fn new(what: &str, count: u64, reason: impl Into<String>) -> Decision {
+        Decision {
+            what: what.to_string(),
+            count,
+            reason: reason.into(),
+        }
+    }
+}
+
 /// A placement policy that decides periodically from a memory view.
 pub trait Policy: Send {
     fn name(&self) -> &str;
@@ -204,6 +224,13 @@ pub trait Policy: Send {
     /// the message, so nothing is applied by a policy that could not finish.
     fn check(&self, _view: &dyn MemoryView) -> Result<(), String> {
         Ok(())
+    }
+
+    /// What the hooks decided since the last call, one entry per kind of decision with its
+    /// reason. Runners call it after every hook and log it with what the actions did; a
+    /// policy that records nothing is logged by its actions alone.
+    fn take_decisions(&mut self) -> Vec<Decision> {
+        Vec::new()
     }
 
     /// A thread reached phase boundary `phase` (`Op::Phase`): the hook of next-touch and lazy

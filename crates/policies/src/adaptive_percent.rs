@@ -23,7 +23,7 @@ use crate::carrefour::RoundLog;
 use crate::spec::{num, ParamInfo, ParamKind, ParamValues};
 use crate::window::CounterWindow;
 use numalab_core::view::{MemoryView, RegionInfo};
-use numalab_core::{Action, MemPolicy, NodeId, NodeMask, Policy, TaskId};
+use numalab_core::{Action, Decision, MemPolicy, NodeId, NodeMask, Policy, TaskId};
 use std::collections::BTreeMap;
 
 pub const NAME: &str = "adaptive-percent";
@@ -199,6 +199,8 @@ pub struct AdaptivePercent {
     percent: BTreeMap<TaskId, u8>,
     applied: BTreeMap<TaskId, (u8, NodeId)>,
     log: Option<RoundLog<AdaptiveRound>>,
+    /// Decisions of the ticks since `take_decisions` last ran.
+    decisions: Vec<Decision>,
 }
 
 impl AdaptivePercent {
@@ -214,6 +216,7 @@ impl AdaptivePercent {
             percent: BTreeMap::new(),
             applied: BTreeMap::new(),
             log: None,
+            decisions: Vec::new(),
         }
     }
 
@@ -328,6 +331,10 @@ impl Policy for AdaptivePercent {
         controller_peaks(view, self.params.peak_gbps).map(|_| ())
     }
 
+    fn take_decisions(&mut self) -> Vec<Decision> {
+        std::mem::take(&mut self.decisions)
+    }
+
     fn tick(&mut self, view: &dyn MemoryView) -> Vec<Action> {
         // Runners call `check` first; a view that still lacks peaks gets no actions rather
         // than actions computed from made-up figures.
@@ -402,6 +409,17 @@ impl Policy for AdaptivePercent {
             let last = self.applied.get(&task).copied();
             if last != Some((p, remote)) && (last.is_some() || p > 0) {
                 self.applied.insert(task, (p, remote));
+                self.decisions.push(Decision::new(
+                    "set remote percent",
+                    1,
+                    format!(
+                        "task {}: {before} → {p} % on node {} (controller utilisation local {:.0} %, remote {:.0} %: Mi21's feedback)",
+                        task.0,
+                        remote.0,
+                        util[local.index()] * 100.0,
+                        util[remote.index()] * 100.0
+                    ),
+                ));
                 actions.push(Action::SetTaskPolicy {
                     task,
                     policy: MemPolicy::RemotePercent {
@@ -414,6 +432,14 @@ impl Policy for AdaptivePercent {
                 let moves = difference_moves(task, &pages, local, remote, p);
                 if !moves.is_empty() {
                     round.pages_moved += moves.len();
+                    self.decisions.push(Decision::new(
+                        "move pages",
+                        moves.len() as u64,
+                        format!(
+                            "task {}: bring the placed share to {p} % remote (move_pages of the difference)",
+                            task.0
+                        ),
+                    ));
                     actions.push(Action::MovePages { task, pages: moves });
                 }
             }

@@ -13,7 +13,7 @@
 use crate::spec::{num, ParamInfo, ParamKind, ParamValues};
 use crate::window::{group_by_current_page, CounterWindow, IntervalCounters, PageSamples, Rng};
 use numalab_core::view::MemoryView;
-use numalab_core::{Action, NodeId, PageSize, Policy, TaskId};
+use numalab_core::{Action, Decision, NodeId, PageSize, Policy, TaskId};
 use std::sync::{Arc, Mutex};
 
 pub const NAME: &str = "carrefour";
@@ -235,6 +235,40 @@ pub fn page_decisions(
     out
 }
 
+/// The decisions behind `moves`, one per kind, with the measurements that enabled it
+/// (§6 steps 2-5): what the policy log shows.
+pub fn move_decisions(moves: &[PageMove], m: &Mechanisms, p: &CarrefourParams) -> Vec<Decision> {
+    let count = |k: MoveKind| moves.iter().filter(|mv| mv.kind == k).count() as u64;
+    let pct = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.0} %"));
+    let mut out = Vec::new();
+    let migrated = count(MoveKind::Migrate);
+    if migrated > 0 {
+        out.push(Decision::new(
+            "migrate",
+            migrated,
+            format!(
+                "sampled from one node only; LAR {} < {} % and MAPTU {:.0} (Carrefour §6 steps 3, 5)",
+                pct(m.lar_percent),
+                p.migrate_lar_percent,
+                m.maptu
+            ),
+        ));
+    }
+    let interleaved = count(MoveKind::Interleave);
+    if interleaved > 0 {
+        out.push(Decision::new(
+            "interleave",
+            interleaved,
+            format!(
+                "sampled from several nodes; controller imbalance {} > {} %, page drawn by its controller's traffic share (Carrefour §6 steps 2, 5)",
+                pct(m.imbalance_percent),
+                p.interleave_imbalance_percent
+            ),
+        ));
+    }
+    out
+}
+
 /// Turns page moves into one batched `MovePages` per task (§6 step 6: the moves of an
 /// iteration are batched per process), pages in address order: one call's fixed cost and one
 /// TLB shootdown per process, as a move_pages call with a node per page.
@@ -275,6 +309,8 @@ pub struct Carrefour {
     window: CounterWindow,
     rng: Rng,
     log: Option<RoundLog<CarrefourRound>>,
+    /// Decisions of the ticks since `take_decisions` last ran.
+    decisions: Vec<Decision>,
 }
 
 impl Carrefour {
@@ -285,6 +321,7 @@ impl Carrefour {
             params,
             window: CounterWindow::default(),
             log: None,
+            decisions: Vec::new(),
         }
     }
 
@@ -327,6 +364,10 @@ impl Policy for Carrefour {
         (self.params.period_ms * 1e6).max(1.0) as u64
     }
 
+    fn take_decisions(&mut self) -> Vec<Decision> {
+        std::mem::take(&mut self.decisions)
+    }
+
     fn tick(&mut self, view: &dyn MemoryView) -> Vec<Action> {
         let counters = self.window.advance(view);
         let m = global_decision(&counters, &self.params);
@@ -342,6 +383,8 @@ impl Policy for Carrefour {
             let room = room_in(view);
             let moves = page_decisions(&pages, &m, &shares, &room, &self.params, &mut self.rng);
             actions = moves_to_actions(&moves);
+            self.decisions
+                .extend(move_decisions(&moves, &m, &self.params));
             round.pages_sampled = pages.len();
             round.moves = moves;
         }

@@ -21,13 +21,13 @@
 //!    now), replication off.
 
 use crate::carrefour::{
-    global_decision, moves_to_actions, page_decisions, room_in, CarrefourParams, Mechanisms,
-    RoundLog,
+    global_decision, move_decisions, moves_to_actions, page_decisions, room_in, CarrefourParams,
+    Mechanisms, RoundLog,
 };
 use crate::spec::{param, ParamInfo, ParamKind, ParamValues};
 use crate::window::{group_by_block, group_by_current_page, CounterWindow, PageSamples, Rng};
 use numalab_core::view::MemoryView;
-use numalab_core::{AccessSample, Action, NodeId, NodeMask, PageSize, Policy};
+use numalab_core::{AccessSample, Action, Decision, NodeId, NodeMask, PageSize, Policy};
 
 pub const NAME: &str = "carrefour-lp";
 pub const SUMMARY: &str = "Carrefour-LP (USENIX ATC 2014, policies.md §7): Carrefour plus \
@@ -471,6 +471,8 @@ pub struct CarrefourLp {
     /// give the page-walk miss share and the fault time share).
     prev_counters: Vec<(numalab_core::ThreadId, numalab_core::view::ThreadCounters)>,
     prev_check_ns: u64,
+    /// Decisions of the ticks since `take_decisions` last ran.
+    decisions: Vec<Decision>,
 }
 
 impl CarrefourLp {
@@ -526,6 +528,7 @@ impl CarrefourLp {
             log: None,
             prev_counters: Vec::new(),
             prev_check_ns: 0,
+            decisions: Vec::new(),
         }
     }
 
@@ -573,6 +576,10 @@ impl Policy for CarrefourLp {
         (self.params.period_ms * 1e6).max(1.0) as u64
     }
 
+    fn take_decisions(&mut self) -> Vec<Decision> {
+        std::mem::take(&mut self.decisions)
+    }
+
     fn tick(&mut self, view: &dyn MemoryView) -> Vec<Action> {
         // the window advances every tick, so the iteration after a back-off looks at the
         // last period only
@@ -594,6 +601,14 @@ impl Policy for CarrefourLp {
             if self.was_useful(before, &round.mechanisms) == Some(false) {
                 // switch the mechanisms off for the back-off period
                 self.backoff_until_ns = now + (p.backoff_period_ms * 1e6) as u64;
+                self.decisions.push(Decision::new(
+                    "back off",
+                    1,
+                    format!(
+                        "the last iteration that acted improved neither LAR nor imbalance: mechanisms off for {} ms (Carrefour-LP §7)",
+                        p.backoff_period_ms
+                    ),
+                ));
                 self.split_votes = 0;
                 round.state = LpState::Unproductive;
                 self.record(round);
@@ -615,6 +630,20 @@ impl Policy for CarrefourLp {
         // conservative component: THP back on when walks or faults cost too much
         let (walk_share, fault_share) = self.walk_and_fault_shares(view);
         if let Some((allocate, promote)) = conservative(walk_share, fault_share, &p) {
+            if (allocate, promote) != (self.thp_allocate, self.thp_promote) {
+                let pct = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1} %"));
+                self.decisions.push(Decision::new(
+                    if promote { "thp on" } else { "thp allocation on" },
+                    1,
+                    format!(
+                        "conservative component: page-walk share {} (threshold {} %), fault-time share {} (threshold {} %) (Carrefour-LP §7)",
+                        pct(walk_share),
+                        p.walk_share_enable_percent,
+                        pct(fault_share),
+                        p.fault_share_enable_percent
+                    ),
+                ));
+            }
             self.thp_allocate = allocate;
             self.thp_promote = promote;
         }
@@ -645,6 +674,36 @@ impl Policy for CarrefourLp {
         };
         if round.split_allowed && round.split_mode && self.thp_allocate {
             self.thp_allocate = false;
+            self.decisions.push(Decision::new(
+                "thp allocation off",
+                1,
+                format!(
+                    "reactive component: LAR estimated better with 4 KiB pages for {} iterations in a row (Carrefour-LP §7)",
+                    self.split_votes
+                ),
+            ));
+        }
+        let hot = splits
+            .iter()
+            .filter(|(_, r)| *r == SplitReason::Hot)
+            .count() as u64;
+        if hot > 0 {
+            self.decisions.push(Decision::new(
+                "split + interleave",
+                hot,
+                format!(
+                    "hot 2 MiB page: more than {} % of the DRAM samples (Carrefour-LP §7)",
+                    p.split_share_percent
+                ),
+            ));
+        }
+        let shared = splits.len() as u64 - hot;
+        if shared > 0 {
+            self.decisions.push(Decision::new(
+                "split",
+                shared,
+                "2 MiB page sampled from several nodes while splitting is estimated to raise LAR; its 4 KiB pages placed by Carrefour (Carrefour-LP §7)",
+            ));
         }
         if !splits.is_empty() {
             self.split_done = true;
@@ -717,6 +776,8 @@ impl Policy for CarrefourLp {
         let room = room_in(view);
         let moves = page_decisions(&candidates, &m, &shares, &room, &p.carrefour, &mut self.rng);
         round.page_moves = moves.len();
+        self.decisions
+            .extend(move_decisions(&moves, &m, &p.carrefour));
         actions.extend(moves_to_actions(&moves));
 
         let acted = actions.iter().any(|a| {

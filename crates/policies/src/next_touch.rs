@@ -18,7 +18,7 @@
 
 use crate::spec::{ParamInfo, ParamKind, ParamValues};
 use numalab_core::view::{MemoryView, NextTouchMechanism, RegionInfo};
-use numalab_core::{Action, NodeId, Policy, TaskId, ThreadId};
+use numalab_core::{Action, Decision, NodeId, Policy, TaskId, ThreadId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -174,6 +174,8 @@ pub struct NextTouch {
     seen: HashMap<ThreadId, u64>,
     marked: HashMap<TaskId, u64>,
     log: Option<MarkLog>,
+    /// Decisions of the hooks since `take_decisions` last ran.
+    decisions: Vec<Decision>,
 }
 
 impl NextTouch {
@@ -188,6 +190,28 @@ impl NextTouch {
             seen: HashMap::new(),
             marked: HashMap::new(),
             log: None,
+            decisions: Vec::new(),
+        }
+    }
+
+    /// Log the ranges `actions` mark, with `why` they were marked now.
+    fn explain(&mut self, actions: &[Action], why: String) {
+        let count = |f: fn(&Action) -> bool| actions.iter().filter(|a| f(a)).count() as u64;
+        let marked = count(|a| matches!(a, Action::MarkNextTouch { .. }));
+        if marked > 0 {
+            self.decisions.push(Decision::new(
+                "mark next-touch",
+                marked,
+                format!("{why}; each page moves to the node of the thread that touches it next"),
+            ));
+        }
+        let lazy = count(|a| matches!(a, Action::LazyMigrate { .. }));
+        if lazy > 0 {
+            self.decisions.push(Decision::new(
+                "lazy migrate",
+                lazy,
+                format!("{why}; pages move when touched"),
+            ));
         }
     }
 
@@ -333,7 +357,15 @@ impl Policy for NextTouch {
             return Vec::new(); // another thread of the task marked this occurrence
         }
         *last = k;
-        self.mark(view, thread, Some(phase), info.node)
+        let actions = self.mark(view, thread, Some(phase), info.node);
+        self.explain(
+            &actions,
+            format!(
+                "thread {} reached phase {phase} (occurrence {k}) on node {}",
+                thread.0, info.node.0
+            ),
+        );
+        actions
     }
 
     fn on_thread_moved(
@@ -346,7 +378,19 @@ impl Policy for NextTouch {
         if self.params.trigger != Trigger::ThreadMove {
             return Vec::new();
         }
-        self.mark(view, thread, None, to)
+        let actions = self.mark(view, thread, None, to);
+        self.explain(
+            &actions,
+            format!(
+                "thread {} moved to node {}: its task's memory follows",
+                thread.0, to.0
+            ),
+        );
+        actions
+    }
+
+    fn take_decisions(&mut self) -> Vec<Decision> {
+        std::mem::take(&mut self.decisions)
     }
 }
 

@@ -121,6 +121,33 @@ fn migrates_a_private_page_interleaves_a_shared_one_and_ignores_a_single_sample(
         "P where it was interleaved to"
     );
     assert_eq!(probe[2].unwrap().0, NodeId(0), "R stays on node 0");
+    // The policy log: the probe round's entry gives both decisions with their reasons, and
+    // what its actions moved; the log accounts for every migration of the run.
+    let log = &r.result.policy_log;
+    let entry = log
+        .iter()
+        .find(|e| (e.t_ms * 1e6 - q_moves[0].0 as f64).abs() < 1.0)
+        .expect("the probe round is logged");
+    assert_eq!(
+        (entry.hook.as_str(), entry.policy.as_str()),
+        ("tick", "carrefour:custom")
+    );
+    let decision = |what: &str| entry.decisions.iter().find(|d| d.what == what).cloned();
+    let migrate = decision("migrate").expect("a migrate decision");
+    let interleave = decision("interleave").expect("an interleave decision");
+    assert!(
+        migrate.count >= 1 && migrate.reason.contains("one node"),
+        "{migrate:?}"
+    );
+    assert!(
+        interleave.count >= 1 && interleave.reason.contains("imbalance"),
+        "{interleave:?}"
+    );
+    assert!(entry.pages_migrated >= 2, "{entry:?}");
+    assert_eq!(
+        log.iter().map(|e| e.pages_migrated).sum::<u64>(),
+        r.result.vmstat.pgmigrate_success
+    );
 }
 
 /// 4 MiB first-touched by thread 0 (node 0), then read once, line by line, by thread 1

@@ -82,6 +82,13 @@ fn kernel_next_touch_at_the_phase_moves_each_quarter_to_its_thread() {
     for t in 1..4 {
         assert_eq!(r.result.per_thread[t].next_touch_migrations, pages / 4);
     }
+    // the policy log has the one marking, from the phase hook, with its reason
+    let log = &r.result.policy_log;
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert_eq!((log[0].hook.as_str(), log[0].ranges_marked), ("phase", 1));
+    let d = &log[0].decisions[0];
+    assert_eq!((d.what.as_str(), d.count), ("mark next-touch", 1));
+    assert!(d.reason.contains("reached phase 1"), "{d:?}");
 }
 
 #[test]

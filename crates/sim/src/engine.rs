@@ -274,6 +274,8 @@ pub struct Simulator {
     phases: Vec<PhaseStats>,
     now: f64,
     policy_ns: f64,
+    /// Policy hooks that acted, with their decisions (`SimResult::policy_log`).
+    policy_log: Vec<PolicyLogEntry>,
     /// Policies are configured: phase ops stop a thread's run for `on_phase`.
     hooks: bool,
     /// Threads moved to another node since the last `on_thread_moved` dispatch.
@@ -474,6 +476,7 @@ impl Simulator {
             phases: Vec::new(),
             now: 0.0,
             policy_ns: 0.0,
+            policy_log: Vec::new(),
             hooks: false,
             moved: Vec::new(),
         })
@@ -573,7 +576,7 @@ impl Simulator {
                 if self.now >= next_tick[i] {
                     next_tick[i] += pol.period_ns() as f64;
                     let actions = pol.tick(&self);
-                    self.apply(actions);
+                    self.apply_hook(pol.as_mut(), "tick", actions, None);
                     ticked = true;
                 }
             }
@@ -983,6 +986,52 @@ impl Simulator {
         self.apply_as(actions, None)
     }
 
+    /// Apply one policy hook's actions (`apply_as`) and log, when it asked for or decided
+    /// anything, what the actions did beside the policy's own account of why.
+    fn apply_hook(
+        &mut self,
+        pol: &mut dyn Policy,
+        hook: &str,
+        actions: Vec<Action>,
+        caller: Option<usize>,
+    ) {
+        let count = |f: fn(&Action) -> bool| actions.iter().filter(|a| f(a)).count() as u64;
+        let threads_moved = count(|a| matches!(a, Action::MoveThread { .. }));
+        let ranges_marked =
+            count(|a| matches!(a, Action::MarkNextTouch { .. } | Action::LazyMigrate { .. }));
+        let policies_set = count(|a| {
+            matches!(
+                a,
+                Action::SetRangePolicy { .. }
+                    | Action::SetTaskPolicy { .. }
+                    | Action::SetThpAdvice { .. }
+                    | Action::SetThpAllocation { .. }
+            )
+        });
+        let n = actions.len() as u64;
+        let vm = &self.sh.os.vm;
+        let before = (vm.pgmigrate_success, vm.pgmigrate_fail, vm.thp_split_page);
+        self.apply_as(actions, caller);
+        let decisions = pol.take_decisions();
+        if n == 0 && decisions.is_empty() {
+            return;
+        }
+        let vm = &self.sh.os.vm;
+        self.policy_log.push(PolicyLogEntry {
+            t_ms: self.now / 1e6,
+            policy: pol.name().to_string(),
+            hook: hook.to_string(),
+            actions: n,
+            pages_migrated: vm.pgmigrate_success - before.0,
+            pages_failed: vm.pgmigrate_fail - before.1,
+            huge_splits: vm.thp_split_page - before.2,
+            threads_moved,
+            ranges_marked,
+            policies_set,
+            decisions,
+        });
+    }
+
     /// `apply`, with the direct cost of marking calls (madvise, mprotect) charged to thread
     /// `caller` when a hook runs in its context (`on_phase`), else to the policy.
     fn apply_as(&mut self, actions: Vec<Action>, caller: Option<usize>) {
@@ -1207,7 +1256,7 @@ impl Simulator {
     fn phase_hooks(&mut self, policies: &mut [Box<dyn Policy>], t: usize, id: u16) {
         for pol in policies.iter_mut() {
             let actions = pol.on_phase(&*self, ThreadId(t as u32), id);
-            self.apply_as(actions, Some(t));
+            self.apply_hook(pol.as_mut(), "phase", actions, Some(t));
         }
         self.dispatch_moves(policies);
     }
@@ -1222,7 +1271,7 @@ impl Simulator {
             for (thread, from, to) in std::mem::take(&mut self.moved) {
                 for pol in policies.iter_mut() {
                     let actions = pol.on_thread_moved(&*self, thread, from, to);
-                    self.apply(actions);
+                    self.apply_hook(pol.as_mut(), "thread_moved", actions, None);
                 }
             }
         }
@@ -1279,6 +1328,7 @@ impl Simulator {
             workload_name,
             phases,
             policy_ns,
+            policy_log,
             ..
         } = self;
         let per_thread: Vec<ThreadStats> = threads
@@ -1361,6 +1411,7 @@ impl Simulator {
             numa_balancing: sh.os.numa_balancing_report(),
             next_touch: sh.os.nt.stats.clone(),
             policy_ns,
+            policy_log,
             timeline,
             samples_taken: sh.samples_taken,
             samples_kept: sh.samples.len() as u64,

@@ -154,6 +154,29 @@ pub struct PhaseStats {
     pub metrics: Metrics,
 }
 
+/// One policy hook that acted: what it asked for, what that did, and why.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct PolicyLogEntry {
+    /// Simulated time of the hook, ms.
+    pub t_ms: f64,
+    pub policy: String,
+    /// `tick` (periodic), `phase` (a thread reached a phase boundary), `thread_moved`.
+    pub hook: String,
+    /// Actions returned by the hook.
+    pub actions: u64,
+    /// Base pages (4 KiB units) migrated, and pages that could not be (no room).
+    pub pages_migrated: u64,
+    pub pages_failed: u64,
+    pub huge_splits: u64,
+    /// Threads moved to another CPU.
+    pub threads_moved: u64,
+    /// Ranges marked for next-touch or lazy migration, and range or task policies set.
+    pub ranges_marked: u64,
+    pub policies_set: u64,
+    /// The policy's own account: each kind of decision, how many, and why.
+    pub decisions: Vec<numalab_core::Decision>,
+}
+
 /// Per-interval controller traffic, for plots over time.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct TimelinePoint {
@@ -206,6 +229,10 @@ pub struct SimResult {
     pub splits: u64,
     pub promotions: u64,
     pub policy_ns: f64,
+    /// Every policy hook that decided or did something: when, which policy and hook, what
+    /// its actions did and the decisions with their reasons (quiet hooks are not listed).
+    #[serde(default)]
+    pub policy_log: Vec<PolicyLogEntry>,
     pub timeline: Vec<TimelinePoint>,
     pub samples_taken: u64,
     /// Samples kept in `samples` (at most `SimConfig::max_samples`); `samples_taken −

@@ -20,7 +20,7 @@ pub use thread_policy::{ThreadPlacer, ThreadPolicy, THREAD_POLICIES};
 use crate::carrefour::RoundLog;
 use crate::spec::{ParamInfo, ParamKind, ParamValues};
 use numalab_core::view::{MemoryView, RegionInfo, ThreadInfo};
-use numalab_core::{Action, CpuId, MemPolicy, Policy};
+use numalab_core::{Action, CpuId, Decision, MemPolicy, Policy};
 
 pub const NAME: &str = "numa-manager";
 pub const SUMMARY: &str = "Müller's NUMA manager (policies.md §8): thread policy at creation \
@@ -159,6 +159,8 @@ pub struct NumaManager {
     placer: ThreadPlacer,
     auto: AutoState,
     log: Option<RoundLog<AutoRound>>,
+    /// Decisions of the ticks since `take_decisions` last ran.
+    decisions: Vec<Decision>,
 }
 
 impl NumaManager {
@@ -173,6 +175,7 @@ impl NumaManager {
             placer: ThreadPlacer::default(),
             auto: AutoState::default(),
             log: None,
+            decisions: Vec::new(),
         }
     }
 
@@ -193,6 +196,44 @@ impl NumaManager {
     }
 }
 
+/// The decisions of one Auto period, with the figures that triggered them.
+fn auto_decisions(round: &AutoRound, p: &AutoParams) -> Vec<Decision> {
+    let mut out: Vec<Decision> = round
+        .moves
+        .iter()
+        .map(|m| {
+            Decision::new(
+                "move task",
+                1,
+                format!(
+                    "task {}: node {} → {}, cache-pressure difference {:.1} MPKI ≥ {} (M13 Algorithm 4.1)",
+                    m.task.0, m.from.0, m.to.0, m.diff_before, p.thresh_mpki
+                ),
+            )
+        })
+        .collect();
+    let mut tasks: Vec<numalab_core::TaskId> = round.lazy.iter().map(|l| l.task).collect();
+    tasks.dedup();
+    for task in tasks {
+        let regions = round.lazy.iter().filter(|l| l.task == task).count() as u64;
+        let rlr = round
+            .tasks
+            .iter()
+            .find(|t| t.task == task)
+            .and_then(|t| t.remote_load_ratio)
+            .unwrap_or(0.0);
+        out.push(Decision::new(
+            "lazy migrate",
+            regions,
+            format!(
+                "task {}: remote load ratio {rlr:.2} ≥ {} (M13 Algorithm 4.2)",
+                task.0, p.thresh_rlr
+            ),
+        ));
+    }
+    out
+}
+
 impl Policy for NumaManager {
     fn name(&self) -> &str {
         &self.name
@@ -208,10 +249,16 @@ impl Policy for NumaManager {
             return Vec::new();
         }
         let (actions, round) = self.auto.tick(view, &self.params.auto);
+        self.decisions
+            .extend(auto_decisions(&round, &self.params.auto));
         if let Some(log) = &self.log {
             log.lock().expect("round log").push(round);
         }
         actions
+    }
+
+    fn take_decisions(&mut self) -> Vec<Decision> {
+        std::mem::take(&mut self.decisions)
     }
 
     fn place_thread(&mut self, view: &dyn MemoryView, thread: &ThreadInfo) -> Option<CpuId> {
