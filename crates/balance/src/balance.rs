@@ -73,6 +73,8 @@ pub struct TickReport {
     /// Threads found on another node than at the previous tick (each given to the policy's
     /// `on_thread_moved`).
     pub threads_moved: u64,
+    /// What the policy decided this tick and why (`Policy::take_decisions`).
+    pub decisions: Vec<numalab_core::Decision>,
 }
 
 impl TickReport {
@@ -285,6 +287,7 @@ impl Balancer {
         }
         self.thread_nodes = now_nodes;
         actions.extend(self.policy.tick(&self.view));
+        let decisions = self.policy.take_decisions();
         let outcomes: Vec<Outcome> = self.exec.apply_all(&actions);
         let moved: u64 = outcomes.iter().map(|o| o.pages_moved).sum();
         if moved > 0 {
@@ -303,6 +306,7 @@ impl Balancer {
             pages_moved: moved,
             page_queries: self.view.query_stats().pages,
             threads_moved: moved_threads.len() as u64,
+            decisions,
         })))
     }
 
