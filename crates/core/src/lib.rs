@@ -24,6 +24,6 @@ pub use view::{
     Action, Decision, MemoryView, NextTouchMechanism, PageInfo, Policy, RegionInfo, ThreadInfo,
 };
 pub use workload::{
-    map_static, static_layout, AccessKind, AddressSpace, GatherTable, MapOptions, Op, StaticArray,
-    ThreadProgram, ThreadSpec, Workload,
+    map_static, static_layout, AccessKind, AddressSpace, GatherTable, MapOptions, Op, Placements,
+    StaticArray, ThreadProgram, ThreadSpec, Workload,
 };

@@ -217,6 +217,23 @@ pub trait Workload: Send + Sync {
     fn threads(&self) -> usize;
     /// Allocate data and build the per-thread programs.
     fn build(&self, mem: &mut dyn AddressSpace) -> Vec<ThreadSpec>;
+    /// Placement the workload asks for its own tasks and threads (a mix's per-program
+    /// `mempolicy=` and `cpus=`), as of the last `build`; the runner resolves it against the
+    /// machine and it overrides the run's task policy and pinning for those tasks and threads.
+    fn placements(&self) -> Placements {
+        Placements::default()
+    }
+}
+
+/// Per-task memory policies and per-thread CPU lists a workload asks for (specs as the
+/// command line writes them: `bind:1`, `remote-percent:40`, `0-5,12`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Placements {
+    /// (task, memory policy spec): the task's policy (`set_mempolicy`) instead of the run's.
+    pub task_policies: Vec<(TaskId, String)>,
+    /// (thread index in build order, CPU list, k): the thread runs on the list's k-th CPU
+    /// (modulo its length) and may run on any CPU of the list (its affinity).
+    pub thread_cpus: Vec<(usize, String, usize)>,
 }
 
 #[cfg(test)]

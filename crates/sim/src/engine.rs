@@ -16,14 +16,15 @@ use crate::hw::tlb::{Tlb, TlbOutcome};
 use crate::memsys::MemSys;
 use crate::os::first_touch::Touch;
 use crate::os::{MigrateReport, Os, OsError};
+use crate::pinning::Pinning;
 use crate::results::*;
 use numalab_core::view::{NextTouchMechanism, NodeTraffic, ThreadCounters};
 use numalab_core::workload::AddressSpace;
 use numalab_core::Policy;
 use numalab_core::{
-    AccessKind, AccessSample, Action, CpuId, DataSource, GatherTable, MapOptions, MemoryView,
-    NodeId, Op, PageInfo, PageSize, RegionInfo, TaskId, ThreadId, ThreadInfo, ThreadProgram,
-    Workload,
+    AccessKind, AccessSample, Action, CpuId, DataSource, GatherTable, MapOptions, MemPolicy,
+    MemoryView, NodeId, Op, PageInfo, PageSize, Placements, RegionInfo, TaskId, ThreadId,
+    ThreadInfo, ThreadProgram, Workload,
 };
 use numalab_machine::{Machine, Routes};
 use std::time::Instant;
@@ -350,12 +351,14 @@ impl Simulator {
         os.nt.lazy_max_block_bytes = cfg.lazy_max_block_bytes.max(4096);
         os.set_hugetlb_heap(cfg.hugetlb);
         let specs = workload.build(&mut BuildSpace { os: &mut os });
+        let (cpus, allowed) =
+            apply_placements(machine, &cfg.pinning, cpus, &workload.placements(), &mut os)?;
         let c = &machine.core;
         let gather_tables = specs.iter().map(|s| s.program.gather_table()).collect();
         let mut cores = Cores::new(machine, host_isa);
         if let Some(nb) = os.numab.as_mut() {
-            for (t, &cpu) in cpus.iter().enumerate() {
-                nb.set_cpus_allowed(t as u32, cfg.pinning.cpus_allowed(&machine.topology, cpu));
+            for (t, a) in allowed.into_iter().enumerate() {
+                nb.set_cpus_allowed(t as u32, a);
             }
         }
         let threads = specs
@@ -1419,6 +1422,70 @@ impl Simulator {
             host_seconds: started.elapsed().as_secs_f64(),
         }
     }
+}
+
+/// A workload's own placements (a mix's per-program `mempolicy=` and `cpus=`) over the run's:
+/// each listed task gets its policy, each listed thread the k-th CPU of its list and the
+/// list as its affinity. Returns every thread's CPU and allowed CPUs (None: anywhere).
+fn apply_placements(
+    machine: &Machine,
+    pinning: &Pinning,
+    mut cpus: Vec<CpuId>,
+    p: &Placements,
+    os: &mut Os,
+) -> Result<(Vec<CpuId>, Vec<Option<Vec<CpuId>>>), SimError> {
+    let topo = &machine.topology;
+    let online = topo.online();
+    for (task, spec) in &p.task_policies {
+        let policy = MemPolicy::parse(spec, &online)
+            .and_then(|mp| mp.validate(&online).map(|_| mp))
+            .map_err(|e| SimError::Policy(format!("task {}: mempolicy '{spec}': {e}", task.0)))?;
+        os.set_task_policy(*task, policy);
+    }
+    let mut allowed: Vec<Option<Vec<CpuId>>> = cpus
+        .iter()
+        .map(|&c| pinning.cpus_allowed(topo, c))
+        .collect();
+    for (thread, list, k) in &p.thread_cpus {
+        let bad = |why: String| SimError::Pinning(format!("thread {thread}: cpus={list}: {why}"));
+        let Ok(Pinning::Cpus(v)) = list.parse::<Pinning>() else {
+            return Err(bad("expected a CPU list such as 0-5,12".into()));
+        };
+        if let Some(c) = v.iter().find(|c| topo.node_of_cpu(**c).is_none()) {
+            return Err(bad(format!("CPU {} does not exist on {}", c.0, machine.id)));
+        }
+        let slot = cpus
+            .get_mut(*thread)
+            .ok_or_else(|| bad("the workload has no such thread".into()))?;
+        *slot = v[k % v.len()];
+        allowed[*thread] = Some(v);
+    }
+    // threads without a list of their own take the run's pinning order, skipping the CPUs
+    // the listed ones claimed (an explicit --pin CPU list is kept as given)
+    if !p.thread_cpus.is_empty() && !matches!(pinning, Pinning::Cpus(_)) {
+        let listed: std::collections::HashSet<usize> =
+            p.thread_cpus.iter().map(|(t, _, _)| *t).collect();
+        let claimed: std::collections::HashSet<CpuId> = listed.iter().map(|&t| cpus[t]).collect();
+        if let Ok(order) = pinning.resolve(topo, topo.num_cpus()) {
+            let mut free = order.into_iter().filter(|c| !claimed.contains(c));
+            for t in (0..cpus.len()).filter(|t| !listed.contains(t)) {
+                if let Some(c) = free.next() {
+                    cpus[t] = c;
+                    allowed[t] = pinning.cpus_allowed(topo, c);
+                }
+            }
+        }
+    }
+    let mut seen = std::collections::HashMap::new();
+    for (t, c) in cpus.iter().enumerate() {
+        if let Some(other) = seen.insert(*c, t) {
+            return Err(SimError::Pinning(format!(
+                "threads {other} and {t} are both on CPU {}: running several threads on one CPU is not modelled; give the programs' cpus= lists and --pin disjoint CPUs",
+                c.0
+            )));
+        }
+    }
+    Ok((cpus, allowed))
 }
 
 fn close_phase(th: &mut Thread, phases: &mut Vec<PhaseStats>) {

@@ -22,7 +22,7 @@
 //! | `ssca2` | SSCA2 v2.2: R-MAT graph, CSR build, betweenness-centrality BFS (§4.3) | T |
 //! | `jbb` | SPECjbb-like: warehouses, TLABs from a shared eden, parallel young GC (§4.6) | T |
 //! | `lbm-like`, `gems-like`, `mcf-like`, `omnetpp-like`, `libquantum-like`, `gcc-like` | SPEC CPU-like single-thread kernels (§5) | one copy (task) per thread |
-//! | `mix` | multiprogrammed mix of the §5 kernels, `mix:lbm-like*4+mcf-like*4` | one task per copy |
+//! | `mix` | multiprogrammed mix of any workloads, each with its copies, threads, task policy and CPUs: `mix:lbm-like*4+mcf-like(mempolicy=bind:1)*4` | one task per copy |
 //!
 //! Workloads are built from spec strings, `name` or `name:key=value,...`, by [`by_spec`];
 //! [`list`] describes every name with its keys and defaults.
@@ -262,6 +262,16 @@ pub fn by_spec(spec: &str, threads: usize) -> Result<Box<dyn Workload>, Workload
             })?;
     let params = Params::new(entry.name, entry.keys, pairs)?;
     (entry.ctor)(&params, threads)
+}
+
+/// The keys of a registered workload (not `mix`), None for an unknown name.
+pub fn keys_of(name: &str) -> Option<&'static [&'static str]> {
+    REGISTRY.iter().find(|e| e.name == name).map(|e| e.keys)
+}
+
+/// Every registered workload's name (not `mix`), in the registry's order.
+pub fn names() -> Vec<&'static str> {
+    REGISTRY.iter().map(|e| e.name).collect()
 }
 
 /// Every workload: (name, one-line description with its keys and defaults).

@@ -1,73 +1,89 @@
-//! `mix`: multiprogrammed runs of the single-threaded §5 kernels, as the seed studies ran them
-//! (reference/workloads.md §5, §7.3 workload A/B, §7.5: N copies of a program side by side).
+//! `mix`: multiprogrammed runs, as the seed studies ran them (reference/workloads.md §5, §7.3
+//! workload A/B, §7.5: N copies of a program side by side, each a process of its own).
 //!
-//! `mix:lbm-like*22` is 22 copies of lbm-like; `mix:lbm-like*4+mcf-like*4` mixes programs;
-//! a program may carry its own keys in parentheses, separated by `;`:
-//! `mix:mcf-like(nodes=100000;pivots=5000)*2+libquantum-like*2`. Keys after the programs apply
-//! to the whole mix (`,scale=0.1` goes to every program that does not set its own scale).
+//! `mix:lbm-like*22` is 22 copies of lbm-like; `mix:lbm-like*4+mcf-like*4` mixes programs. A
+//! program is any workload (`stream`, `npb-cg`, the §5 kernels, ...) and may carry keys in
+//! parentheses, separated by `;`: its own keys (`mcf-like(nodes=100000;pivots=5000)*2`) and
+//! three placement keys that are not the workload's:
 //!
-//! Every copy is a separate process: its own [`TaskId`] (copies numbered in spec order from 0)
-//! and its own mappings, first-touched by itself, so placements and memory policies pin and
-//! place each copy independently. The mix sets its own thread count (the number of copies).
+//! * `threads=N`: threads of one copy (1 by default; the §5 kernels are single-threaded);
+//! * `mempolicy=POLICY`: the copy's task policy, as `--mempolicy` writes it
+//!   (`lbm-like(mempolicy=remote-percent:40)*11`);
+//! * `cpus=LIST`: the CPUs the program's threads run on, every copy's threads taking the
+//!   list's CPUs in turn (`stream(threads=6;cpus=6-11)`), as `taskset -c` with one thread per
+//!   CPU.
+//!
+//! Keys after the programs apply to the whole mix (`,scale=0.1` goes to every program that has
+//! a `scale` key and does not set its own).
+//!
+//! Every copy is a separate process: its own [`TaskId`]s (numbered in spec order from 0; a
+//! workload with several tasks of its own, such as `stream:mode=processes`, takes as many) and
+//! its own mappings, first-touched by itself. The mix sets its own thread count. Running more
+//! threads than CPUs (time-sharing) is not modelled: the simulator refuses two threads on one
+//! CPU.
 
-use crate::gcc::Gcc;
-use crate::gems::Gems;
-use crate::kernel::SingleKernel;
-use crate::lbm::Lbm;
-use crate::libquantum::Libquantum;
-use crate::mcf::Mcf;
-use crate::omnetpp::Omnetpp;
 use crate::spec::{self, Params, WorkloadError};
-use numalab_core::workload::{AddressSpace, ThreadSpec, Workload};
+use numalab_core::workload::{
+    AddressSpace, MapOptions, Placements, StaticArray, ThreadSpec, Workload,
+};
 use numalab_core::TaskId;
-use std::sync::Arc;
+use std::sync::Mutex;
 
 pub const NAME: &str = "mix";
 pub const KEYS: &[&str] = &["scale"];
-pub const DESCRIPTION: &str = "multiprogrammed mix of single-threaded §5 kernels, one task (process) per copy: mix:PROG*N+PROG*N..., PROG = name or name(key=value;...), e.g. mix:lbm-like*4+mcf-like*4 (§5, §7.3, §7.5); the copy count sets the threads. \
-keys: scale=factor in (0,1] for every program without its own scale (1). programs: lbm-like, gems-like, mcf-like, omnetpp-like, libquantum-like, gcc-like";
+/// Keys a program of the mix takes beside its own.
+pub const PLACEMENT_KEYS: &[&str] = &["threads", "mempolicy", "cpus"];
+pub const DESCRIPTION: &str = "multiprogrammed mix, one task (process) per copy: mix:PROG*N+PROG*N..., PROG = a workload name or name(key=value;...), e.g. mix:lbm-like*4+mcf-like*4 or mix:stream(threads=6;cpus=0-5)+lbm-like(mempolicy=bind:1)*6 (§5, §7.3, §7.5); the copies set the threads. \
+program keys beside the workload's own: threads=N per copy (1), mempolicy=POLICY (the copy's task policy), cpus=LIST (its threads' CPUs, copies in turn). \
+mix keys: scale=factor in (0,1] for every program with a scale key and none of its own (1)";
 
-/// The programs a mix may contain: (name, keys).
-pub const PROGRAMS: &[(&str, &[&str])] = &[
-    (crate::lbm::NAME, crate::lbm::KEYS),
-    (crate::gems::NAME, crate::gems::KEYS),
-    (crate::mcf::NAME, crate::mcf::KEYS),
-    (crate::omnetpp::NAME, crate::omnetpp::KEYS),
-    (crate::libquantum::NAME, crate::libquantum::KEYS),
-    (crate::gcc::NAME, crate::gcc::KEYS),
+/// The §5 single-threaded kernels (one copy is one thread).
+pub const SINGLE_THREADED: &[&str] = &[
+    crate::lbm::NAME,
+    crate::gems::NAME,
+    crate::mcf::NAME,
+    crate::omnetpp::NAME,
+    crate::libquantum::NAME,
+    crate::gcc::NAME,
 ];
 
-/// Most copies a mix may hold.
+/// Most threads a mix may hold.
 pub const MAX_COPIES: usize = 1 << 16;
 
-/// One single-threaded program from `name` or `name:key=value,...`.
-pub fn single_by_spec(s: &str) -> Result<Arc<dyn SingleKernel>, WorkloadError> {
-    let (name, pairs) = spec::split(s)?;
-    let (pname, keys) = PROGRAMS.iter().find(|(n, _)| *n == name).ok_or_else(|| {
-        WorkloadError::UnknownWorkload {
-            name: name.to_string(),
-            valid: PROGRAMS
-                .iter()
-                .map(|(n, _)| *n)
-                .collect::<Vec<_>>()
-                .join(", "),
-        }
-    })?;
-    let p = Params::new(pname, keys, pairs)?;
-    Ok(match *pname {
-        crate::lbm::NAME => Arc::new(Lbm::from_params(&p)?),
-        crate::gems::NAME => Arc::new(Gems::from_params(&p)?),
-        crate::mcf::NAME => Arc::new(Mcf::from_params(&p)?),
-        crate::omnetpp::NAME => Arc::new(Omnetpp::from_params(&p)?),
-        crate::libquantum::NAME => Arc::new(Libquantum::from_params(&p)?),
-        crate::gcc::NAME => Arc::new(Gcc::from_params(&p)?),
-        _ => unreachable!("every entry of PROGRAMS is matched"),
-    })
+/// One program of a mix: a workload and how many copies of it run, where.
+pub struct MixItem {
+    /// The workload spec of one copy, as `name()` writes it.
+    pub spec: String,
+    pub threads: usize,
+    pub copies: usize,
+    pub mempolicy: Option<String>,
+    pub cpus: Option<String>,
+    workload: Box<dyn Workload>,
 }
 
 /// A mix of programs, each with its number of copies.
 pub struct Mix {
-    pub programs: Vec<(Arc<dyn SingleKernel>, usize)>,
+    pub items: Vec<MixItem>,
+    /// The placements of the last `build` (task ids are known only once built).
+    placed: Mutex<Placements>,
+}
+
+/// Split `s` at `sep` where no parenthesis is open.
+fn split_top(s: &str, sep: char) -> Vec<&str> {
+    let (mut depth, mut start, mut out) = (0i32, 0, Vec::new());
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            c if c == sep && depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out
 }
 
 impl Mix {
@@ -77,26 +93,25 @@ impl Mix {
             spec: format!("{NAME}:{body}"),
             why,
         };
-        let mut parts = body.split(',');
-        let programs_part = parts.next().unwrap_or("").trim();
+        let parts = split_top(body, ',');
+        let programs_part = parts[0].trim();
         if programs_part.is_empty() {
             return Err(malformed(
                 "no programs: expected mix:PROG*N+PROG*N, e.g. mix:lbm-like*4+mcf-like*4".into(),
             ));
         }
-        let rest: Vec<&str> = parts.collect();
-        let keys_spec = format!("{NAME}:{}", rest.join(","));
+        let keys_spec = format!("{NAME}:{}", parts[1..].join(","));
         let (_, pairs) = spec::split(&keys_spec)?;
         let params = Params::new(NAME, KEYS, pairs)?;
         let scale = params.get("scale");
         if scale.is_some() {
             params.float_in("scale", 1.0, 0.0, 1.0)?;
         }
-        let mut programs = Vec::new();
+        let mut items = Vec::new();
         let mut total = 0usize;
-        for item in programs_part.split('+') {
+        for item in split_top(programs_part, '+') {
             let item = item.trim();
-            let (prog, count) = match item.rsplit_once('*') {
+            let (prog, count) = match item.rsplit_once('*').filter(|(_, n)| !n.contains(')')) {
                 Some((p, n)) => {
                     let n: usize = n.trim().parse().map_err(|_| {
                         malformed(format!(
@@ -110,80 +125,213 @@ impl Mix {
             if count == 0 {
                 return Err(malformed(format!("'{item}': at least one copy is needed")));
             }
-            let (name, keys) = match prog.split_once('(') {
-                Some((n, k)) => {
-                    let k = k.strip_suffix(')').ok_or_else(|| {
-                        malformed(format!("'{prog}': keys in parentheses must end with ')'"))
-                    })?;
-                    (n.trim(), k.split(';').map(str::trim).collect::<Vec<_>>())
-                }
-                None => (prog, Vec::new()),
-            };
-            let mut keys: Vec<String> = keys
-                .into_iter()
-                .filter(|k| !k.is_empty())
-                .map(String::from)
-                .collect();
-            if let Some(s) = scale {
-                if !keys
-                    .iter()
-                    .any(|k| k.split('=').next().map(str::trim) == Some("scale"))
-                {
-                    keys.push(format!("scale={s}"));
-                }
-            }
-            let single = if keys.is_empty() {
-                name.to_string()
-            } else {
-                format!("{name}:{}", keys.join(","))
-            };
-            total += count;
+            let it = parse_item(prog, count, scale, &malformed)?;
+            total += it.threads * count;
             if total > MAX_COPIES {
-                return Err(malformed(format!("more than {MAX_COPIES} copies")));
+                return Err(malformed(format!("more than {MAX_COPIES} threads")));
             }
-            programs.push((single_by_spec(&single)?, count));
+            items.push(it);
         }
-        Ok(Mix { programs })
+        Ok(Mix {
+            items,
+            placed: Mutex::new(Placements::default()),
+        })
+    }
+}
+
+/// One `name(keys)` of a mix with its copy count: the placement keys taken out, the rest
+/// (and the mix's scale, where the workload has that key) given to the workload.
+fn parse_item(
+    prog: &str,
+    copies: usize,
+    scale: Option<&str>,
+    malformed: &dyn Fn(String) -> WorkloadError,
+) -> Result<MixItem, WorkloadError> {
+    let (name, keys) = match prog.split_once('(') {
+        Some((n, k)) => {
+            let k = k.strip_suffix(')').ok_or_else(|| {
+                malformed(format!("'{prog}': keys in parentheses must end with ')'"))
+            })?;
+            (n.trim(), k.split(';').map(str::trim).collect::<Vec<_>>())
+        }
+        None => (prog.trim(), Vec::new()),
+    };
+    if name == NAME {
+        return Err(malformed("a mix cannot hold a mix".into()));
+    }
+    let workload_keys = crate::keys_of(name).ok_or_else(|| WorkloadError::UnknownWorkload {
+        name: name.to_string(),
+        valid: crate::names().join(", "),
+    })?;
+    let (mut threads, mut mempolicy, mut cpus) = (None, None, None);
+    let mut own: Vec<String> = Vec::new();
+    for k in keys.into_iter().filter(|k| !k.is_empty()) {
+        let (key, value) = k
+            .split_once('=')
+            .map(|(a, b)| (a.trim(), b.trim()))
+            .ok_or_else(|| malformed(format!("'{k}' in '{prog}' is not key=value")))?;
+        let slot = match key {
+            "threads" => &mut threads,
+            "mempolicy" => &mut mempolicy,
+            "cpus" => &mut cpus,
+            _ => {
+                own.push(format!("{key}={value}"));
+                continue;
+            }
+        };
+        if slot.replace(value.to_string()).is_some() {
+            return Err(malformed(format!("'{prog}': {key} is given twice")));
+        }
+    }
+    let threads = match threads {
+        None => 1,
+        Some(t) => t.parse::<usize>().ok().filter(|&t| t >= 1).ok_or_else(|| {
+            malformed(format!(
+                "'{prog}': threads={t} is not valid: expected a whole number of at least 1"
+            ))
+        })?,
+    };
+    if threads > 1 && SINGLE_THREADED.contains(&name) {
+        return Err(malformed(format!(
+            "'{prog}': {name} is single-threaded (one copy is one process): write {name}*{threads} for {threads} copies"
+        )));
+    }
+    if let Some(s) = scale {
+        let has_own = own.iter().any(|k| k.starts_with("scale="));
+        if workload_keys.contains(&"scale") && !has_own {
+            own.push(format!("scale={s}"));
+        }
+    }
+    let spec = if own.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name}:{}", own.join(","))
+    };
+    let workload = crate::by_spec(&spec, threads)?;
+    Ok(MixItem {
+        spec: workload.name(),
+        threads: workload.threads(),
+        copies,
+        mempolicy,
+        cpus,
+        workload,
+    })
+}
+
+/// The address space as one copy sees it: its tasks 0, 1, ... are the mix's `base`, `base+1`...
+struct Shifted<'a> {
+    inner: &'a mut dyn AddressSpace,
+    base: u32,
+    /// Highest task the copy mapped for, shifted.
+    top: Option<u32>,
+}
+
+impl Shifted<'_> {
+    fn task(&mut self, t: TaskId) -> TaskId {
+        let shifted = t.0 + self.base;
+        self.top = Some(self.top.map_or(shifted, |m| m.max(shifted)));
+        TaskId(shifted)
+    }
+}
+
+impl AddressSpace for Shifted<'_> {
+    fn mmap(&mut self, task: TaskId, name: &str, bytes: u64, opts: MapOptions) -> u64 {
+        let t = self.task(task);
+        self.inner.mmap(t, name, bytes, opts)
     }
 
-    /// Copies in spec order: (program index, task id).
-    pub fn copies(&self) -> impl Iterator<Item = (usize, TaskId)> + '_ {
-        self.programs
-            .iter()
-            .enumerate()
-            .flat_map(|(i, (_, n))| std::iter::repeat_n(i, *n))
-            .enumerate()
-            .map(|(t, i)| (i, TaskId(t as u32)))
+    fn mmap_static(
+        &mut self,
+        task: TaskId,
+        segment: &str,
+        arrays: &[StaticArray],
+        opts: MapOptions,
+    ) -> Vec<u64> {
+        let t = self.task(task);
+        self.inner.mmap_static(t, segment, arrays, opts)
     }
 }
 
 impl Workload for Mix {
     fn name(&self) -> String {
         let progs: Vec<String> = self
-            .programs
+            .items
             .iter()
-            .map(|(k, n)| {
-                let s = k.spec();
-                let s = match s.split_once(':') {
-                    Some((name, keys)) => format!("{name}({})", keys.replace(',', ";")),
-                    None => s,
+            .map(|it| {
+                let (name, keys) = match it.spec.split_once(':') {
+                    Some((n, k)) => (n, k.replace(',', ";")),
+                    None => (it.spec.as_str(), String::new()),
                 };
-                format!("{s}*{n}")
+                let mut keys: Vec<String> = keys
+                    .split(';')
+                    .filter(|k| !k.is_empty())
+                    .map(String::from)
+                    .collect();
+                if it.threads > 1 {
+                    keys.push(format!("threads={}", it.threads));
+                }
+                if let Some(p) = &it.mempolicy {
+                    keys.push(format!("mempolicy={p}"));
+                }
+                if let Some(c) = &it.cpus {
+                    keys.push(format!("cpus={c}"));
+                }
+                if keys.is_empty() {
+                    format!("{name}*{}", it.copies)
+                } else {
+                    format!("{name}({})*{}", keys.join(";"), it.copies)
+                }
             })
             .collect();
         format!("{NAME}:{}", progs.join("+"))
     }
 
     fn threads(&self) -> usize {
-        self.programs.iter().map(|(_, n)| n).sum()
+        self.items.iter().map(|it| it.threads * it.copies).sum()
     }
 
     fn build(&self, mem: &mut dyn AddressSpace) -> Vec<ThreadSpec> {
-        self.copies()
-            .map(|(i, task)| ThreadSpec {
-                task,
-                program: self.programs[i].0.build_copy(mem, task),
-            })
-            .collect()
+        let mut out: Vec<ThreadSpec> = Vec::new();
+        let mut placed = Placements::default();
+        let mut next_task = 0u32;
+        for it in &self.items {
+            let mut k = 0;
+            for _ in 0..it.copies {
+                let mut space = Shifted {
+                    inner: &mut *mem,
+                    base: next_task,
+                    top: None,
+                };
+                let specs = it.workload.build(&mut space);
+                let top = specs
+                    .iter()
+                    .map(|s| s.task.0 + next_task)
+                    .chain(space.top)
+                    .max()
+                    .unwrap_or(next_task);
+                for s in specs {
+                    if let Some(c) = &it.cpus {
+                        placed.thread_cpus.push((out.len(), c.clone(), k));
+                        k += 1;
+                    }
+                    out.push(ThreadSpec {
+                        task: TaskId(s.task.0 + next_task),
+                        program: s.program,
+                    });
+                }
+                if let Some(p) = &it.mempolicy {
+                    for t in next_task..=top {
+                        placed.task_policies.push((TaskId(t), p.clone()));
+                    }
+                }
+                next_task = top + 1;
+            }
+        }
+        *self.placed.lock().expect("placements") = placed;
+        out
+    }
+
+    fn placements(&self) -> Placements {
+        self.placed.lock().expect("placements").clone()
     }
 }

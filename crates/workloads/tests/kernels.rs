@@ -531,9 +531,31 @@ fn mix_gives_each_copy_its_own_task_and_address_space() {
 fn mix_errors_name_what_is_valid() {
     let msg = by_spec("mix:lbm*2", 1).err().unwrap().to_string();
     assert!(
-        msg.contains("lbm-like, gems-like, mcf-like, omnetpp-like, libquantum-like, gcc-like"),
+        msg.contains("unknown workload 'lbm'")
+            && msg.contains("lbm-like")
+            && msg.contains("stream"),
         "{msg}"
     );
+    let msg = by_spec("mix:lbm-like(threads=2)*3", 1)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        msg.contains("single-threaded") && msg.contains("lbm-like*2"),
+        "{msg}"
+    );
+    let msg = by_spec("mix:stream(threads=0)", 1)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains("threads=0"), "{msg}");
+    let msg = by_spec("mix:stream(cpus=1;cpus=2)", 1)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains("cpus is given twice"), "{msg}");
+    let msg = by_spec("mix:mix(x=1)", 1).err().unwrap().to_string();
+    assert!(msg.contains("cannot hold a mix"), "{msg}");
     let msg = by_spec("mix:lbm-like(nx=10;size=3)*2", 1)
         .err()
         .unwrap()

@@ -52,6 +52,63 @@ fn mix_simulates_with_one_task_per_copy() {
 }
 
 #[test]
+fn mix_runs_any_workload_with_its_own_policy_and_cpus() {
+    // A two-thread STREAM on CPUs 12-13 (node 1 of xeon-x5650-2n) and two lbm copies whose
+    // memory is bound to node 1 while they run wherever the run's pinning puts them.
+    let m = numalab_machine::preset("xeon-x5650-2n").expect("preset exists");
+    let spec = "mix:stream(n=100000;ntimes=2;threads=2;cpus=12-13)+lbm-like(nx=20;ny=20;nz=10;steps=1;mempolicy=bind:1)*2";
+    let w = by_spec(spec, 1).unwrap();
+    assert_eq!(w.threads(), 4);
+    assert_eq!(
+        by_spec(&w.name(), 1).unwrap().name(),
+        w.name(),
+        "the name parses back"
+    );
+    let cfg = SimConfig {
+        pinning: numalab_sim::Pinning::Sockorder,
+        ..Default::default()
+    };
+    let r = simulate(&m, w.as_ref(), cfg).unwrap();
+    let stream: Vec<(u32, u32)> = r.per_thread[..2].iter().map(|t| (t.task, t.cpu)).collect();
+    assert_eq!(
+        stream,
+        vec![(0, 12), (0, 13)],
+        "STREAM is one process on its CPUs"
+    );
+    let lbm: Vec<u32> = r.per_thread[2..].iter().map(|t| t.task).collect();
+    assert_eq!(lbm, vec![1, 2], "each lbm copy is a process of its own");
+    for t in &r.per_thread[2..] {
+        // sockorder's first CPUs (node 0), the STREAM's taken out
+        assert_eq!(t.node, 0, "lbm thread on CPU {}", t.cpu);
+        assert!(
+            t.dram_remote > 0 && t.dram_local == 0,
+            "bound to node 1: {t:?}"
+        );
+    }
+    for t in &r.per_thread[..2] {
+        assert_eq!(t.node, 1);
+    }
+    // two programs on one CPU is refused, naming the CPU
+    let clash = by_spec("mix:lbm-like(nx=20;ny=20;nz=10;steps=1;cpus=3)*2", 1).unwrap();
+    let e = simulate(&m, clash.as_ref(), SimConfig::default())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("both on CPU 3"), "{e}");
+    // a policy naming a node the machine lacks is refused, naming the task
+    let bad = by_spec(
+        "mix:lbm-like(nx=20;ny=20;nz=10;steps=1;mempolicy=bind:5)",
+        1,
+    )
+    .unwrap();
+    let e = simulate(&m, bad.as_ref(), SimConfig::default())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("task 0") && e.contains("bind:5"), "{e}");
+}
+
+#[test]
 fn npb_is_simulates() {
     let r = smoke("npb-is:class=S,niter=2", 4);
     assert!(r.phase("timed").is_some() && r.phase("full_verify").is_some());
