@@ -124,8 +124,16 @@ pub struct MapOptions {
 
 pub trait AddressSpace {
     /// Map `bytes` of anonymous memory for `task`; returns its start address (2 MiB aligned,
-    /// 1 GiB aligned for 1G hugetlb). Pages are populated at first touch.
+    /// 1 GiB aligned for 1G hugetlb). Pages are populated at first touch. A mapping the
+    /// machine refuses (larger than its memory) is reported by the runner once the workload
+    /// is built; [`refused`](Self::refused) says so at once.
     fn mmap(&mut self, task: TaskId, name: &str, bytes: u64, opts: MapOptions) -> u64;
+
+    /// Whether a mapping was refused: a workload checks it before preparing host-side data
+    /// sized by its mappings (a pointer chase's permutation), which the run will not use.
+    fn refused(&self) -> bool {
+        false
+    }
 
     /// Map a program's static arrays as the compiler and linker lay them out in its `.bss`
     /// (Fortran COMMON blocks, C globals): one anonymous mapping named `segment`, every array

@@ -301,6 +301,10 @@ impl AddressSpace for BuildSpace<'_> {
             opts.policy,
         )
     }
+
+    fn refused(&self) -> bool {
+        self.os.map_refused.is_some()
+    }
 }
 
 impl Simulator {
@@ -351,6 +355,9 @@ impl Simulator {
         os.nt.lazy_max_block_bytes = cfg.lazy_max_block_bytes.max(4096);
         os.set_hugetlb_heap(cfg.hugetlb);
         let specs = workload.build(&mut BuildSpace { os: &mut os });
+        if let Some(e) = os.map_refused.take() {
+            return Err(e.into());
+        }
         let (cpus, allowed) =
             apply_placements(machine, &cfg.pinning, cpus, &workload.placements(), &mut os)?;
         let c = &machine.core;

@@ -250,6 +250,10 @@ impl AddressSpace for Shifted<'_> {
         let t = self.task(task);
         self.inner.mmap_static(t, segment, arrays, opts)
     }
+
+    fn refused(&self) -> bool {
+        self.inner.refused()
+    }
 }
 
 impl Workload for Mix {

@@ -177,6 +177,10 @@ impl Workload for MlcLoaded {
             self.chase.bytes,
             self.chase.map_options(),
         );
+        if mem.refused() {
+            // the run stops with the refusal: no chain to build
+            return Vec::new();
+        }
         let order: Arc<[u32]> = self.chase.chain().into();
         let mut lat = Script::new(PHASES);
         self.chase.push_init(&mut lat, base);

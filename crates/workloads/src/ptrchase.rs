@@ -310,6 +310,10 @@ impl Workload for PtrChase {
             self.params.bytes,
             self.params.map_options(),
         );
+        if mem.refused() {
+            // the run stops with the refusal: no chain to build
+            return Vec::new();
+        }
         let order: Arc<[u32]> = self.params.chain().into();
         let mut s = Script::new(PHASES);
         self.params.push_init(&mut s, base);

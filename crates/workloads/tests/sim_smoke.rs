@@ -169,3 +169,25 @@ fn npb_ua_simulates() {
     let r = smoke("npb-ua:class=S,niter=6", 4);
     assert!(r.phase("diffusion").is_some() && r.phase("adapt").is_some());
 }
+
+#[test]
+fn a_mapping_larger_than_the_machine_is_refused_before_anything_runs() {
+    // Linux's heuristic overcommit: one mapping larger than RAM (no swap) is refused. Neither
+    // the chase's permutation (2^31 entries) nor the page table of 7 TiB is built.
+    let m = numalab_machine::preset("xeon-x5650-2n").expect("preset exists");
+    for spec in [
+        "ptrchase:bytes=128G",
+        "stream:n=1000000000000",
+        "mix:ptrchase(bytes=64G)+lbm-like",
+    ] {
+        let w = by_spec(spec, 1).unwrap();
+        let e = simulate(&m, w.as_ref(), SimConfig::default())
+            .err()
+            .unwrap_or_else(|| panic!("{spec} ran"))
+            .to_string();
+        assert!(
+            e.contains("refused") && e.contains("24.0 GiB of memory"),
+            "{spec}: {e}"
+        );
+    }
+}

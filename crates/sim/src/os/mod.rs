@@ -115,6 +115,12 @@ pub struct VmStat {
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum OsError {
+    #[error("mmap of '{name}' refused: {} GiB is more than the machine's {} GiB of memory (Linux's heuristic overcommit refuses a mapping larger than RAM + swap); shrink the workload or pick a larger machine", gib(*bytes), gib(*total))]
+    MapTooLarge {
+        name: String,
+        bytes: u64,
+        total: u64,
+    },
     #[error("segmentation fault: task {task} touched address {addr:#x}, which no mapping covers (a workload bug)")]
     Segfault { task: u32, addr: u64 },
     #[error("out of memory: {what} needs {need_pages} pages but nodes {nodes} are full (MPOL_BIND does not fall back)")]
@@ -129,6 +135,10 @@ pub enum OsError {
         need_pages: u64,
         total_gib: f64,
     },
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.1}", bytes as f64 / (1u64 << 30) as f64)
 }
 
 /// The outcome of a first-touch fault.
@@ -189,6 +199,8 @@ pub struct Os {
     hugetlb_heap: Option<PageSize>,
     /// Per task: its heap mapping (index into `regions`) and the bytes allocated in it.
     heaps: Vec<Option<(usize, u64)>>,
+    /// The first mapping refused (`mmap`), reported once the workload is built.
+    pub map_refused: Option<OsError>,
 }
 
 impl Os {
@@ -217,6 +229,7 @@ impl Os {
             first_touch: first_touch::FirstTouch::default(),
             hugetlb_heap: None,
             heaps: Vec::new(),
+            map_refused: None,
         }
     }
 
@@ -264,6 +277,18 @@ impl Os {
         policy: Option<MemPolicy>,
     ) -> u64 {
         self.task_mut(task);
+        // Linux's heuristic overcommit (vm.overcommit_memory = 0, mm/util.c
+        // __vm_enough_memory) refuses a single mapping larger than RAM + swap; the simulated
+        // machine has no swap. Refusing here also keeps the host's page table bounded.
+        let total = self.topo.total_mem_bytes();
+        if bytes > total {
+            self.map_refused.get_or_insert(OsError::MapTooLarge {
+                name: name.to_string(),
+                bytes,
+                total,
+            });
+            return self.next_va;
+        }
         if let (None, None, Some(size)) = (hugetlb, &policy, self.hugetlb_heap) {
             return self.heap_alloc(task, bytes, size);
         }
