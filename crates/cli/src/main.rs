@@ -365,14 +365,33 @@ fn memhog(a: MemhogArgs) -> Result<()> {
     if !(a.hold_s >= 0.0 && a.hold_s.is_finite()) {
         bail!("--hold-s {}: expected seconds >= 0", a.hold_s);
     }
+    if size_bytes < 4096 {
+        bail!("size {}: expected at least one page (4K)", a.size);
+    }
+    // each writer is a thread rewriting its slice: more writers than pages write nothing
+    let max_writers = (size_bytes / 4096).clamp(1, 4096) as usize;
+    if a.writers == 0 || a.writers > max_writers {
+        bail!(
+            "--writers {}: expected 1 to {max_writers} (one page per writer at least, 4096 threads at most)",
+            a.writers
+        );
+    }
     let opts = numalab_place::memhog::MemhogOptions {
         size_bytes: size_bytes as usize,
         writers: a.writers,
         hold: std::time::Duration::from_secs_f64(a.hold_s),
     };
     let r = numalab_place::memhog::run(&opts, |s, e| {
-        println!("buffer {s:x}-{e:x} pid {}", std::process::id());
-        let _ = std::io::stdout().flush();
+        // where the buffer is, for whoever moves it meanwhile; with --json, stdout is the
+        // JSON report alone, so the line goes to stderr
+        let line = format!("buffer {s:x}-{e:x} pid {}", std::process::id());
+        if a.json {
+            eprintln!("{line}");
+            let _ = std::io::stderr().flush();
+        } else {
+            println!("{line}");
+            let _ = std::io::stdout().flush();
+        }
     })?;
     if a.json {
         println!("{}", serde_json::to_string(&r)?);

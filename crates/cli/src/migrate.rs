@@ -44,6 +44,19 @@ pub struct MigrateArgs {
 }
 
 pub fn run(a: MigrateArgs) -> Result<()> {
+    if a.pid <= 0 {
+        // move_pages(0, ...) is the caller itself: numalab's own pages would move
+        anyhow::bail!(
+            "--pid {}: expected the pid of a running process (a positive number; see ps or pgrep)",
+            a.pid
+        );
+    }
+    if a.batch_pages == 0 {
+        anyhow::bail!(
+            "--batch-pages 0: expected at least 1 page per move_pages call (default {})",
+            numalab_linux::syscalls::DEFAULT_MOVE_BATCH_PAGES
+        );
+    }
     if let Some(p) = &a.json {
         check_writable(Some(p))?;
     }

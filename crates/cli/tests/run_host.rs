@@ -120,3 +120,37 @@ fn topo_prints_numactl_layout_and_json() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(!v["nodes"]["nodes"].as_array().unwrap().is_empty());
 }
+
+#[test]
+fn memhog_and_migrate_refuse_senseless_values_and_memhog_json_is_json_alone() {
+    for (args, says) in [
+        (&["memhog", "0"][..], "size 0: expected at least one page"),
+        (
+            &["memhog", "1M", "--writers", "100000"][..],
+            "--writers 100000: expected 1 to 256",
+        ),
+        (&["memhog", "1M", "--writers", "0"][..], "--writers 0"),
+        (
+            &["migrate", "--pid", "0", "--to", "0"][..],
+            "--pid 0: expected the pid",
+        ),
+        (
+            &["migrate", "--pid", "1", "--to", "0", "--batch-pages", "0"][..],
+            "--batch-pages 0: expected at least 1",
+        ),
+    ] {
+        let out = numalab().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    // `memhog --json | jq` works: the buffer's announcement goes to stderr
+    let out = numalab()
+        .args(["memhog", "64K", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    assert_eq!(v["corrupt_words"].as_u64(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("buffer "));
+}

@@ -43,7 +43,7 @@ fn memhog_under(opts: &[&str], memhog: &[&str]) -> Value {
     let out = run(&args);
     assert!(out.status.success(), "memhog under {opts:?} failed");
     let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(text.lines().last().expect("a report")).expect("JSON report")
+    serde_json::from_str(&text).expect("stdout is the JSON report alone")
 }
 
 fn nodes(v: &Value, key: &str) -> [u64; 5] {
@@ -387,10 +387,16 @@ fn start_memhog(size: &str, hold_s: &str) -> Memhog {
             "--json",
         ])
         .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
+    // with --json the announcement goes to stderr: stdout is the JSON report alone
+    let first = BufReader::new(child.stderr.take().unwrap())
+        .lines()
+        .next()
+        .unwrap()
+        .unwrap();
+    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let parts: Vec<&str> = first.split_whitespace().collect();
     assert!(
         parts.len() == 4 && parts[0] == "buffer" && parts[2] == "pid",
