@@ -35,11 +35,15 @@ pub struct AnalyzeArgs {
 /// A reader for the file: perf.data or numalab's Arrow samples.
 fn open(a: &AnalyzeArgs) -> Result<Box<dyn SampleSource>> {
     let path = a.file.to_string_lossy().into_owned();
+    // a machine given is checked whatever the file: a typo is an error, not ignored
+    let machine = a
+        .machine
+        .as_deref()
+        .map(numalab_machine::load)
+        .transpose()
+        .context("--machine")?;
     Ok(if numalab_analyze::perf::is_perf_file(&path) {
-        let topology = match &a.machine {
-            Some(m) => Some(numalab_machine::load(m)?.topology),
-            None => None,
-        };
+        let topology = machine.map(|m| m.topology);
         Box::new(PerfReader::open(
             &path,
             PerfOptions {
@@ -48,12 +52,21 @@ fn open(a: &AnalyzeArgs) -> Result<Box<dyn SampleSource>> {
             },
         )?)
     } else {
+        if let Some(m) = &a.machine {
+            eprintln!("note: --machine {m} not used: {path} is a numalab sample file, which carries its own topology");
+        }
         Box::new(SampleReader::open(&path)?)
     })
 }
 
 pub fn run(a: AnalyzeArgs) -> Result<()> {
     crate::output::check_writable(a.json.as_deref())?;
+    if !(a.hot_page_percent > 0.0 && a.hot_page_percent <= 100.0) {
+        anyhow::bail!(
+            "--hot-page-percent {}: expected a share of the samples above 0 and at most 100 (default 6)",
+            a.hot_page_percent
+        );
+    }
     let path = a.file.to_string_lossy().into_owned();
     if !a.file.exists() {
         anyhow::bail!("{path}: no such file");
@@ -70,8 +83,7 @@ pub fn run(a: AnalyzeArgs) -> Result<()> {
     let report = analyze(source.as_mut(), &opts)?;
     print!("{}", render_text(&report));
     if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_string_pretty(&report)?)
-            .with_context(|| format!("writing {}", p.display()))?;
+        crate::output::write_atomic(p, serde_json::to_string_pretty(&report)?.as_bytes())?;
         eprintln!("wrote {}", p.display());
     }
     if let Some(dir) = &a.plot_dir {

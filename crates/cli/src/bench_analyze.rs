@@ -110,7 +110,16 @@ pub fn run(a: BenchAnalyzeArgs) -> Result<()> {
         bail!("--samples must be at least 1");
     }
     let (dir, temporary) = match &a.keep {
-        Some(d) => (d.clone(), false),
+        Some(d) => {
+            // a kept directory is the user's: it must exist (a typo should not create one)
+            if !d.is_dir() {
+                bail!(
+                    "--keep {}: no such directory (create it first, or leave --keep out for a temporary one)",
+                    d.display()
+                );
+            }
+            (d.clone(), false)
+        }
         None => (
             std::env::temp_dir().join(format!("numalab-bench-analyze-{}", std::process::id())),
             true,

@@ -72,6 +72,19 @@ pub fn sim(args: SimArgs) -> Result<()> {
             }
         })
         .collect::<Result<_>>()?;
+    // Carrefour and Carrefour-LP decide from access samples (IBS in the papers): with the
+    // sampler off they would run and never act
+    if args.sample_period == 0 {
+        if let Some(p) = specs
+            .iter()
+            .flat_map(|s| &s.policies)
+            .find(|p| p.starts_with("carrefour"))
+        {
+            bail!(
+                "--sample-period 0 turns the sampler off, but policy {p} decides from access samples: give a period (default 4099)"
+            );
+        }
+    }
     let workloads = specs
         .iter()
         .map(|s| {

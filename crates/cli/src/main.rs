@@ -152,13 +152,23 @@ pub struct BenchMigrateArgs {
     json: Option<PathBuf>,
 }
 
+/// `--threads`: a whole number of at least 1, said so when it is not.
+fn thread_count(s: &str) -> std::result::Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "expected a whole number of threads, at least 1 (got '{s}')"
+        )),
+    }
+}
+
 #[derive(Args, Clone)]
 pub struct BenchSimArgs {
     #[arg(long, default_value = "opteron6272-8n")]
     machine: String,
     #[arg(long, default_value = "npb-cg:class=B,niter=1")]
     workload: String,
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = thread_count, allow_negative_numbers = true)]
     threads: usize,
     #[arg(long, default_value = "never")]
     thp: String,
@@ -184,7 +194,7 @@ pub struct SimArgs {
     #[arg(long, short = 'w', default_value = "npb-cg:class=A")]
     pub workload: String,
     /// Threads (default: one per CPU of the machine, or what a single-threaded workload needs).
-    #[arg(long, short = 't')]
+    #[arg(long, short = 't', value_parser = thread_count, allow_negative_numbers = true)]
     pub threads: Option<usize>,
     /// Thread pinning: none, sockorder, sockets, sequential, or a CPU list like 0-7,16.
     #[arg(long, default_value = "none")]

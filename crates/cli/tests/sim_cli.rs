@@ -47,3 +47,81 @@ fn a_reached_sample_cap_is_reported_in_the_table_the_file_and_the_analysis() {
     assert!(report.contains("taken but are not in the file"), "{report}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn senseless_values_are_refused_naming_the_option_and_what_is_accepted() {
+    let exe = env!("CARGO_BIN_EXE_numalab");
+    let dir = std::env::temp_dir().join(format!("numalab-sim-cli-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let samples = dir.join("s.arrows");
+    let out = Command::new(exe)
+        .args([
+            "sim",
+            "-q",
+            "-w",
+            "stream:n=100000",
+            "-t",
+            "2",
+            "--samples-out",
+        ])
+        .arg(&samples)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let missing = dir.join("no-such-dir");
+    let samples = samples.to_str().unwrap();
+    for (args, says) in [
+        (
+            vec!["sim", "-q", "--threads=-5"],
+            "expected a whole number of threads, at least 1 (got '-5')",
+        ),
+        (vec!["sim", "-q", "-t", "0"], "at least 1 (got '0')"),
+        (
+            vec![
+                "sim",
+                "-q",
+                "-w",
+                "stream:n=1000",
+                "--policy",
+                "carrefour",
+                "--sample-period",
+                "0",
+            ],
+            "policy carrefour decides from access samples",
+        ),
+        (
+            vec!["analyze", "--hot-page-percent=-1", samples],
+            "--hot-page-percent -1: expected a share",
+        ),
+        (
+            vec!["analyze", "--hot-page-percent=NaN", samples],
+            "--hot-page-percent NaN",
+        ),
+        (
+            vec!["analyze", "--hot-page-percent=1000", samples],
+            "at most 100",
+        ),
+        (
+            vec!["analyze", "-m", "nosuch", samples],
+            "unknown machine 'nosuch'",
+        ),
+        (
+            vec![
+                "bench",
+                "analyze",
+                "--samples",
+                "10",
+                "--keep",
+                missing.to_str().unwrap(),
+            ],
+            "no such directory",
+        ),
+    ] {
+        let out = Command::new(exe).args(&args).output().unwrap();
+        assert!(!out.status.success(), "{args:?} succeeded");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    assert!(!missing.exists(), "--keep created the directory");
+    std::fs::remove_dir_all(&dir).ok();
+}
