@@ -424,6 +424,65 @@ fn attr_u64(n: &roxmltree::Node, name: &str) -> Option<u64> {
     n.attribute(name).and_then(|v| v.trim().parse().ok())
 }
 
+/// A byte count attribute: absent is None, present must be a whole number (a negative or
+/// malformed size is an error, not a default assumed quietly).
+fn bytes_attr(n: &roxmltree::Node, name: &str) -> Result<Option<u64>, String> {
+    match n.attribute(name) {
+        None => Ok(None),
+        Some(v) => v.trim().parse().map(Some).map_err(|_| {
+            format!(
+                "{}: {name}=\"{v}\" is not a byte count (expected a whole number of bytes, as hwloc writes)",
+                describe(n)
+            )
+        }),
+    }
+}
+
+/// Deepest element nesting hwloc's files reach is about 15 (Machine, Package, Die, Group,
+/// L3 ... L1, Core, PU); anything near this is not a topology, and walking it would
+/// exhaust the stack.
+pub const MAX_XML_DEPTH: usize = 256;
+
+/// The element nesting depth of `xml`, scanning tags without building a tree (attribute
+/// values may hold '>' but never '<', comments and declarations are skipped). Stops
+/// counting once past `limit`.
+fn xml_depth(xml: &str, limit: usize) -> usize {
+    let b = xml.as_bytes();
+    let (mut i, mut depth, mut max) = (0, 0usize, 0usize);
+    while i < b.len() && max <= limit {
+        if b[i] != b'<' {
+            i += 1;
+            continue;
+        }
+        match b.get(i + 1) {
+            Some(b'/') => depth = depth.saturating_sub(1),
+            Some(b'?') | Some(b'!') => {}
+            Some(_) => {
+                // find the tag's end, outside quoted attribute values
+                let mut j = i + 1;
+                let mut quote = None;
+                while j < b.len() {
+                    match (quote, b[j]) {
+                        (None, q @ (b'"' | b'\'')) => quote = Some(q),
+                        (Some(q), c) if c == q => quote = None,
+                        (None, b'>') => break,
+                        _ => {}
+                    }
+                    j += 1;
+                }
+                if b.get(j.wrapping_sub(1)) != Some(&b'/') {
+                    depth += 1;
+                    max = max.max(depth);
+                }
+                i = j;
+            }
+            None => {}
+        }
+        i += 1;
+    }
+    max
+}
+
 fn cpuset_of(n: &roxmltree::Node, origin: &str) -> Result<Option<BTreeSet<u32>>, MachineError> {
     match n.attribute("cpuset") {
         Some(s) => Bitmap::parse(s)
@@ -452,6 +511,14 @@ fn describe(n: &roxmltree::Node) -> String {
 
 /// Parse `lstopo --of xml` text into a [`ParsedTopology`]; `origin` names it in errors.
 pub fn parse_str(xml: &str, origin: &str) -> Result<ParsedTopology, MachineError> {
+    if xml_depth(xml, MAX_XML_DEPTH) > MAX_XML_DEPTH {
+        return Err(MachineError::Parse {
+            origin: origin.to_string(),
+            message: format!(
+                "elements nested more than {MAX_XML_DEPTH} deep: not an hwloc topology (hwloc's files nest about 15 levels)"
+            ),
+        });
+    }
     let opts = roxmltree::ParsingOptions {
         allow_dtd: true,
         ..Default::default()
@@ -537,7 +604,7 @@ fn parse_doc(doc: &roxmltree::Document, origin: &str) -> Result<ParsedTopology, 
                 };
                 allowed_cpus = bm("allowed_cpuset")?;
                 allowed_nodes = bm("allowed_nodeset")?;
-                t.machine_mem = attr_u64(&n, "local_memory");
+                t.machine_mem = bytes_attr(&n, "local_memory").map_err(hw)?;
             }
             "PU" => {
                 t.pus.insert(os_index()?);
@@ -557,7 +624,7 @@ fn parse_doc(doc: &roxmltree::Document, origin: &str) -> Result<ParsedTopology, 
                 t.numa.push(ParsedNode {
                     os_index: os_index()?,
                     cpuset: cs,
-                    mem_bytes: attr_u64(&n, "local_memory"),
+                    mem_bytes: bytes_attr(&n, "local_memory").map_err(hw)?,
                     subtype: n.attribute("subtype").map(str::to_string),
                 });
                 numa_gp.push(attr_u64(&n, "gp_index"));

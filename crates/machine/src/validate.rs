@@ -201,6 +201,22 @@ pub(crate) fn check(m: &Machine) -> Result<(), Problem> {
 
     let c = &m.core;
     positive("core.ghz", c.ghz, "the core clock in GHz")?;
+    // no CPU has run a core above ~9 GHz even overclocked; a value past that is a unit slip
+    // (MHz for GHz) or a typo, and would make every cycle count as nothing
+    if c.ghz > 10.0 {
+        return Err(Problem::new(
+            "core.ghz",
+            format!(
+                "{} GHz is not a core clock",
+                if c.ghz >= 1e6 {
+                    format!("{:e}", c.ghz)
+                } else {
+                    c.ghz.to_string()
+                }
+            ),
+            "the core clock in GHz, between 0 and 10 (e.g. 2.2)",
+        ));
+    }
     if !(c.concurrency_lines.is_finite() && c.concurrency_lines >= 1.0) {
         return Err(Problem::new(
             "core.concurrency_lines",

@@ -346,6 +346,11 @@ fn syntax_errors_and_unknown_keys_name_the_file_and_key() {
     assert!(e.contains("test.toml") && e.contains("ctrl_peak"), "{e}");
     let e = err("base = \"xeon-e5520-2n\"\n[core]\nghz = \"fast\"\n");
     assert!(e.contains("test.toml") && e.contains("ghz"), "{e}");
+    let e = err("base = \"xeon-e5520-2n\"\n[core]\nghz = 1e308\n");
+    assert!(
+        e.contains("1e308 GHz is not a core clock") && e.contains("between 0 and 10"),
+        "{e}"
+    );
     let e = err("base = \"xeon-e5520-2n\"\n[core\n");
     assert!(e.contains("test.toml") && e.contains("line 2"), "{e}");
 }

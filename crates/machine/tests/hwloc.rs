@@ -418,3 +418,32 @@ fn broken_files_give_clear_errors() {
         .to_string();
     assert!(e.contains("no-such.xml"), "{e}");
 }
+
+#[test]
+fn a_negative_memory_size_and_absurd_nesting_are_errors() {
+    let xml = std::fs::read_to_string(path("fixtures/v1-opteron6272-8n.xml")).unwrap();
+    let at = xml
+        .find("local_memory=\"")
+        .expect("the fixture has local_memory");
+    let end = at + xml[at + 14..].find('"').unwrap() + 15;
+    let bad = format!("{}local_memory=\"-5\"{}", &xml[..at], &xml[end..]);
+    let e = import_str(&bad, "bad.xml", "bad", &HwlocDefaults::default())
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        e.contains("local_memory=\"-5\"") && e.contains("byte count"),
+        "{e}"
+    );
+    // 20 000 nested groups: refused before any tree is walked (no stack overflow)
+    let deep = format!(
+        "<?xml version=\"1.0\"?><topology>{}{}</topology>",
+        "<object type=\"Group\">".repeat(20_000),
+        "</object>".repeat(20_000)
+    );
+    let e = import_str(&deep, "deep.xml", "deep", &HwlocDefaults::default())
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("nested more than 256 deep"), "{e}");
+}
