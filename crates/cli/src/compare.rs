@@ -202,16 +202,18 @@ fn write_samples(
         mappings: Vec::new(),
         samples_dropped: r.samples_taken.saturating_sub(r.samples.len() as u64),
     };
-    // FILE.data: perf.data, for perf script / perf mem report.
-    if p.extension().is_some_and(|e| e == "data") {
-        let mut src = numalab_analyze::record::MemorySource::new(meta, &r.samples);
-        numalab_analyze::perf_write::export(&mut src, p)?;
-        return Ok(());
-    }
-    let mut w = numalab_analyze::SampleWriter::create(p, &meta, Default::default())?;
-    for s in &r.samples {
-        w.push_sample(s)?;
-    }
-    w.finish()?;
-    Ok(())
+    output::with_temp(p, |tmp| {
+        // FILE.data: perf.data, for perf script / perf mem report.
+        if p.extension().is_some_and(|e| e == "data") {
+            let mut src = numalab_analyze::record::MemorySource::new(meta, &r.samples);
+            numalab_analyze::perf_write::export(&mut src, tmp)?;
+            return Ok(());
+        }
+        let mut w = numalab_analyze::SampleWriter::create(tmp, &meta, Default::default())?;
+        for s in &r.samples {
+            w.push_sample(s)?;
+        }
+        w.finish()?;
+        Ok(())
+    })
 }

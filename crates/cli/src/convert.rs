@@ -70,9 +70,30 @@ pub fn run(a: ConvertArgs) -> Result<()> {
         bail!("{}: input and output are the same file", a.output.display());
     }
     let from_perf = is_perf_file(&a.input);
-    let mut src = open(&a)?;
-    let (samples, extra) = if fmt == "perf" {
-        let s = perf_write::export(src.as_mut(), &a.output)?;
+    let src = open(&a)?;
+    // written beside the output and renamed into place once complete: a truncated or
+    // corrupt input leaves no partial file and an existing output as it was
+    let (samples, extra) =
+        crate::output::with_temp(&a.output, |out| convert_into(&a, src, from_perf, fmt, out))?;
+    eprintln!(
+        "wrote {} ({} samples, {})",
+        a.output.display(),
+        samples,
+        extra
+    );
+    Ok(())
+}
+
+/// Convert into `out`: (samples written, what else the summary says).
+fn convert_into(
+    a: &ConvertArgs,
+    mut src: Box<dyn SampleSource>,
+    from_perf: bool,
+    fmt: &str,
+    out: &Path,
+) -> Result<(u64, String)> {
+    Ok(if fmt == "perf" {
+        let s = perf_write::export(src.as_mut(), out)?;
         let mut extra = format!("{} threads, {} mappings", s.threads, s.mappings);
         if !s.page_nodes {
             extra.push_str(", page nodes not written (none known, or real phys_addr)");
@@ -86,10 +107,10 @@ pub fn run(a: ConvertArgs) -> Result<()> {
             while let Some(b) = src.next_batch()? {
                 meta.mappings.extend(b.mappings);
             }
-            src = open(&a)?;
+            src = open(a)?;
         }
         let mut w = SampleWriter::create(
-            &a.output,
+            out,
             &meta,
             WriterOptions {
                 perf_columns: from_perf,
@@ -104,14 +125,7 @@ pub fn run(a: ConvertArgs) -> Result<()> {
         let n = w.rows();
         w.finish()?;
         (n, format!("{} mappings", meta.mappings.len()))
-    };
-    eprintln!(
-        "wrote {} ({} samples, {})",
-        a.output.display(),
-        samples,
-        extra
-    );
-    Ok(())
+    })
 }
 
 #[cfg(test)]

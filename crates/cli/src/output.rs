@@ -368,10 +368,14 @@ fn detail(r: &SimResult) -> String {
 
 pub fn write_json(p: &Path, rs: &[SimResult]) -> Result<()> {
     let text = serde_json::to_string_pretty(rs)?;
-    std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))
+    write_atomic(p, text.as_bytes())
 }
 
 pub fn write_csv(p: &Path, rs: &[SimResult]) -> Result<()> {
+    with_temp(p, |tmp| write_csv_to(tmp, rs))
+}
+
+fn write_csv_to(p: &Path, rs: &[SimResult]) -> Result<()> {
     let mut w = csv::Writer::from_path(p).with_context(|| format!("writing {}", p.display()))?;
     let rows = rows(rs);
     let mut head = vec![
@@ -399,6 +403,15 @@ pub fn write_csv(p: &Path, rs: &[SimResult]) -> Result<()> {
 /// Write a whole file under a temporary name beside it and rename it into place, so that a
 /// failure never leaves a partial file where the user expects a complete one.
 pub fn write_atomic(p: &Path, bytes: &[u8]) -> Result<()> {
+    with_temp(p, |tmp| {
+        std::fs::write(tmp, bytes).with_context(|| format!("writing {}", p.display()))
+    })
+}
+
+/// Run `write` on a temporary path beside `p` and rename the result into place when it
+/// succeeds; when it fails, remove the temporary file and leave `p` as it was (absent, or
+/// the previous complete file).
+pub fn with_temp<T>(p: &Path, write: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
     let dir = p
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -408,9 +421,13 @@ pub fn write_atomic(p: &Path, bytes: &[u8]) -> Result<()> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let written = std::fs::write(&tmp, bytes).and_then(|_| std::fs::rename(&tmp, p));
+    let written = write(&tmp).and_then(|v| {
+        std::fs::rename(&tmp, p)
+            .with_context(|| format!("writing {}", p.display()))
+            .map(|_| v)
+    });
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    written.with_context(|| format!("writing {}", p.display()))
+    written
 }

@@ -125,3 +125,50 @@ fn senseless_values_are_refused_naming_the_option_and_what_is_accepted() {
     assert!(!missing.exists(), "--keep created the directory");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn convert_of_a_truncated_file_leaves_no_partial_output() {
+    let exe = env!("CARGO_BIN_EXE_numalab");
+    let dir = std::env::temp_dir().join(format!("numalab-convert-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let full = dir.join("s.arrows");
+    let out = Command::new(exe)
+        .args([
+            "sim",
+            "-q",
+            "-w",
+            "stream:n=100000",
+            "-t",
+            "2",
+            "--samples-out",
+        ])
+        .arg(&full)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let bytes = std::fs::read(&full).unwrap();
+    let cut = dir.join("cut.arrows");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let fresh = dir.join("fresh.data");
+    let existing = dir.join("existing.data");
+    std::fs::write(&existing, b"previous complete file").unwrap();
+    for target in [&fresh, &existing] {
+        let out = Command::new(exe)
+            .arg("convert")
+            .arg(&cut)
+            .arg(target)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        assert!(String::from_utf8_lossy(&out.stderr).contains("truncated"));
+    }
+    assert!(!fresh.exists(), "no partial perf.data");
+    assert_eq!(std::fs::read(&existing).unwrap(), b"previous complete file");
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    std::fs::remove_dir_all(&dir).ok();
+}
