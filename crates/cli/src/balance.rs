@@ -2,7 +2,7 @@
 //! from a file (numalab-balance; docs/balance.md).
 
 use crate::output::check_writable;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use numalab_balance::{BalanceOptions, Balancer, OutcomeKind};
 use serde::Serialize;
@@ -120,8 +120,7 @@ pub fn run(a: BalanceArgs) -> Result<()> {
             pages_moved: moved,
             ticks: &ticks,
         };
-        std::fs::write(p, serde_json::to_string_pretty(&r)?)
-            .with_context(|| format!("writing {}", p.display()))?;
+        crate::output::write_atomic(p, serde_json::to_string_pretty(&r)?.as_bytes())?;
         eprintln!("wrote {}", p.display());
     }
     Ok(())

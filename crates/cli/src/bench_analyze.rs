@@ -220,8 +220,7 @@ fn measure(a: &BenchAnalyzeArgs, dir: &Path) -> Result<()> {
         runs[2].user_s / runs[0].user_s
     );
     if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_string_pretty(&runs)?)
-            .with_context(|| format!("writing {}", p.display()))?;
+        crate::output::write_atomic(p, serde_json::to_string_pretty(&runs)?.as_bytes())?;
         eprintln!("wrote {}", p.display());
     }
     Ok(())

@@ -323,9 +323,9 @@ fn run(cli: Cli) -> Result<()> {
                         return Err(e).context("cannot describe this host as a machine");
                     }
                 };
-                std::fs::write(
+                output::write_atomic(
                     path,
-                    numalab_place::machine_file::machine_file_text(&m, &shown),
+                    numalab_place::machine_file::machine_file_text(&m, &shown).as_bytes(),
                 )
                 .with_context(|| format!("--machine-file {shown}: cannot write the file"))?;
                 println!(
@@ -490,7 +490,7 @@ fn bench_migrate(a: BenchMigrateArgs) -> Result<()> {
             batches,
             tools,
         };
-        std::fs::write(p, serde_json::to_string_pretty(&all)?)?;
+        output::write_atomic(p, serde_json::to_string_pretty(&all)?.as_bytes())?;
     }
     Ok(())
 }

@@ -86,8 +86,7 @@ pub fn run(a: MigrateArgs) -> Result<()> {
     let r = numalab_place::migrate::run(&req)?;
     print!("{}", render(&r));
     if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_string_pretty(&r)?)
-            .with_context(|| format!("writing {}", p.display()))?;
+        crate::output::write_atomic(p, serde_json::to_string_pretty(&r)?.as_bytes())?;
     }
     Ok(())
 }

@@ -125,7 +125,7 @@ pub fn run(a: RecordArgs) -> Result<i32> {
     let s = s?;
     eprint!("{}", summary_text(&s));
     if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_string_pretty(&s)?)?;
+        crate::output::write_atomic(p, serde_json::to_string_pretty(&s)?.as_bytes())?;
         eprintln!("wrote {}", p.display());
     }
     Ok(s.exit_code.unwrap_or(0))

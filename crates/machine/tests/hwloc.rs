@@ -428,8 +428,7 @@ fn a_negative_memory_size_and_absurd_nesting_are_errors() {
     let end = at + xml[at + 14..].find('"').unwrap() + 15;
     let bad = format!("{}local_memory=\"-5\"{}", &xml[..at], &xml[end..]);
     let e = import_str(&bad, "bad.xml", "bad", &HwlocDefaults::default())
-        .err()
-        .expect("refused")
+        .expect_err("refused")
         .to_string();
     assert!(
         e.contains("local_memory=\"-5\"") && e.contains("byte count"),
@@ -442,8 +441,7 @@ fn a_negative_memory_size_and_absurd_nesting_are_errors() {
         "</object>".repeat(20_000)
     );
     let e = import_str(&deep, "deep.xml", "deep", &HwlocDefaults::default())
-        .err()
-        .expect("refused")
+        .expect_err("refused")
         .to_string();
     assert!(e.contains("nested more than 256 deep"), "{e}");
 }

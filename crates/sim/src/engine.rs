@@ -1431,6 +1431,9 @@ impl Simulator {
     }
 }
 
+/// The CPUs a thread may run on (None: any).
+type Affinity = Option<Vec<CpuId>>;
+
 /// A workload's own placements (a mix's per-program `mempolicy=` and `cpus=`) over the run's:
 /// each listed task gets its policy, each listed thread the k-th CPU of its list and the
 /// list as its affinity. Returns every thread's CPU and allowed CPUs (None: anywhere).
@@ -1440,7 +1443,7 @@ fn apply_placements(
     mut cpus: Vec<CpuId>,
     p: &Placements,
     os: &mut Os,
-) -> Result<(Vec<CpuId>, Vec<Option<Vec<CpuId>>>), SimError> {
+) -> Result<(Vec<CpuId>, Vec<Affinity>), SimError> {
     let topo = &machine.topology;
     let online = topo.online();
     for (task, spec) in &p.task_policies {
@@ -1449,7 +1452,7 @@ fn apply_placements(
             .map_err(|e| SimError::Policy(format!("task {}: mempolicy '{spec}': {e}", task.0)))?;
         os.set_task_policy(*task, policy);
     }
-    let mut allowed: Vec<Option<Vec<CpuId>>> = cpus
+    let mut allowed: Vec<Affinity> = cpus
         .iter()
         .map(|&c| pinning.cpus_allowed(topo, c))
         .collect();

@@ -735,7 +735,10 @@ mod tests {
         // malloc-like: one after the other on cache lines, in one 1 GiB-backed heap
         let a = os.mmap(t0, "a", 1000, None, None, None);
         let b = os.mmap(t0, "b", 3 << 20, None, None, None);
-        assert_eq!(a % (1 << 30), 0, "the heap starts on a 1 GiB boundary");
+        assert!(
+            a.is_multiple_of(1 << 30),
+            "the heap starts on a 1 GiB boundary"
+        );
         assert_eq!(b, a + 1024, "b follows a on the next cache line");
         assert_eq!(os.regions.len(), 1);
         assert_eq!(os.regions[0].hugetlb, Some(PageSize::Giant1G));
@@ -750,7 +753,7 @@ mod tests {
         assert!(m >= os.regions[0].end());
         assert_eq!(os.regions[1].hugetlb, None);
         let d = os.mmap(t0, "d", 64, None, None, None);
-        assert!(d > m && d % (1 << 30) == 0, "a second heap segment");
+        assert!(d > m && d.is_multiple_of(1 << 30), "a second heap segment");
         // another process has its own heap
         let e = os.mmap(t1, "e", 64, None, None, None);
         assert_eq!(os.region_index(e).map(|i| os.regions[i].task), Some(t1));
