@@ -268,7 +268,9 @@ pub fn import_detailed(path: &Path, defaults: &HwlocDefaults) -> Result<Imported
 // ---------------------------------------------------------------------------------------------
 
 /// An hwloc bitmap (`0x0000f06f`, `0xffffffff,0x00000003`: comma-separated 32-bit words, most
-/// significant first; a leading `0xf...f` word means every higher bit is set too).
+/// significant first; a leading `0xf...f` word means every higher bit is set too). hwloc's
+/// writer (`hwloc_bitmap_snprintf`) writes an all-zero word after the first as nothing, so
+/// `0x00000001,,0x10000000` is bits 28 and 64: an empty word is a zero word.
 #[derive(Clone, Debug, Default, PartialEq)]
 struct Bitmap {
     bits: BTreeSet<u32>,
@@ -296,6 +298,9 @@ impl Bitmap {
                 }
                 bm.infinite_from = Some(base);
                 continue;
+            }
+            if w.is_empty() {
+                continue; // an all-zero word, written as nothing
             }
             if hex.is_empty() || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
                 return Err(format!("bitmap '{s}': '{w}' is not a hexadecimal word"));
@@ -1690,5 +1695,12 @@ mod tests {
         assert!(b.contains(0) && b.contains(1) && !b.contains(2) && b.contains(40));
         assert!(Bitmap::parse("0x0").unwrap().bits.is_empty());
         assert!(Bitmap::parse("0xzz").is_err());
+        // hwloc writes all-zero words after the first as nothing
+        let b = Bitmap::parse("0x00000001,,0x10000000").unwrap();
+        assert_eq!(b.bits.iter().copied().collect::<Vec<_>>(), vec![28, 64]);
+        let b = Bitmap::parse("0x0000ffff,,,").unwrap();
+        assert_eq!(b.bits.iter().next(), Some(&96));
+        assert_eq!(b.bits.len(), 16);
+        assert!(Bitmap::parse("0x1,0x").is_err(), "a bare 0x is not a word");
     }
 }
