@@ -51,23 +51,7 @@ fn a_reached_sample_cap_is_reported_in_the_table_the_file_and_the_analysis() {
 #[test]
 fn senseless_values_are_refused_naming_the_option_and_what_is_accepted() {
     let exe = env!("CARGO_BIN_EXE_numalab");
-    let dir = std::env::temp_dir().join(format!("numalab-sim-cli-bad-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let samples = dir.join("s.arrows");
-    let out = Command::new(exe)
-        .args([
-            "sim",
-            "-q",
-            "-w",
-            "stream:n=100000",
-            "-t",
-            "2",
-            "--samples-out",
-        ])
-        .arg(&samples)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let (dir, samples) = small_sample_file("bad");
     let missing = dir.join("no-such-dir");
     let samples = samples.to_str().unwrap();
     for (args, says) in [
@@ -129,23 +113,7 @@ fn senseless_values_are_refused_naming_the_option_and_what_is_accepted() {
 #[test]
 fn convert_of_a_truncated_file_leaves_no_partial_output() {
     let exe = env!("CARGO_BIN_EXE_numalab");
-    let dir = std::env::temp_dir().join(format!("numalab-convert-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let full = dir.join("s.arrows");
-    let out = Command::new(exe)
-        .args([
-            "sim",
-            "-q",
-            "-w",
-            "stream:n=100000",
-            "-t",
-            "2",
-            "--samples-out",
-        ])
-        .arg(&full)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let (dir, full) = small_sample_file("convert");
     let bytes = std::fs::read(&full).unwrap();
     let cut = dir.join("cut.arrows");
     std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
@@ -171,4 +139,30 @@ fn convert_of_a_truncated_file_leaves_no_partial_output() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A fresh directory for test `tag` holding `s.arrows`, the samples of a short STREAM run.
+fn small_sample_file(tag: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("numalab-sim-cli-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("s.arrows");
+    let out = Command::new(env!("CARGO_BIN_EXE_numalab"))
+        .args([
+            "sim",
+            "-q",
+            "-w",
+            "stream:n=100000",
+            "-t",
+            "2",
+            "--samples-out",
+        ])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (dir, file)
 }
