@@ -136,6 +136,8 @@ pub fn sim(args: SimArgs) -> Result<()> {
                     ));
                 };
                 let mut cfg = spec.sim_config(args.epoch_us * 1000.0, args.sample_period);
+                cfg.seed = args.seed;
+                cfg.start_skew_ns = args.start_skew_us * 1000.0;
                 cfg.progress = Some(Box::new(progress));
                 let r = numalab_sim::simulate(&spec.machine, wl.as_ref(), cfg)
                     .with_context(|| format!("simulating '{}'", spec.label));

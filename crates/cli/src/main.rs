@@ -239,6 +239,13 @@ pub struct SimArgs {
     /// One access sample every N memory references (0 = off).
     #[arg(long, default_value_t = 4099)]
     pub sample_period: u64,
+    /// Seed of the run's random draws (placement draws, and the start skew below).
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Start each thread after a delay drawn in [0, N) simulated microseconds from --seed
+    /// (0: all start together). Runs with several seeds sample run-to-run variation.
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub start_skew_us: f64,
     /// Host threads for --compare (default: all cores).
     #[arg(long)]
     pub jobs: Option<usize>,

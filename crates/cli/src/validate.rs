@@ -38,6 +38,14 @@ pub struct ValidateArgs {
     /// Host threads (default: all cores).
     #[arg(long)]
     jobs: Option<usize>,
+    /// Runs per configuration, seeds 1..=N, each thread's start skewed by up to
+    /// --start-skew-us: values are averaged (times first) and their range shown in brackets.
+    /// 1 (the default) is the one deterministic run.
+    #[arg(long, default_value_t = 1)]
+    repeats: usize,
+    /// The start skew of repeated runs, simulated microseconds.
+    #[arg(long, default_value_t = numalab_validate::DEFAULT_START_SKEW_NS / 1000.0, allow_negative_numbers = true)]
+    start_skew_us: f64,
     /// No progress bar.
     #[arg(long, short = 'q')]
     quiet: bool,
@@ -59,6 +67,15 @@ pub fn run(a: ValidateArgs) -> Result<()> {
         bail!(
             "--epoch-us {}: expected a positive number of microseconds",
             a.epoch_us
+        );
+    }
+    if a.repeats == 0 {
+        bail!("--repeats 0: expected at least 1 run per configuration");
+    }
+    if !(a.start_skew_us.is_finite() && a.start_skew_us > 0.0) {
+        bail!(
+            "--start-skew-us {}: expected a positive number of microseconds",
+            a.start_skew_us
         );
     }
     let all = if a.cases.is_empty() {
@@ -121,15 +138,25 @@ pub fn run(a: ValidateArgs) -> Result<()> {
     let opts = numalab_validate::Options {
         epoch_ns: a.epoch_us * 1000.0,
         jobs: a.jobs.unwrap_or(0),
+        repeats: a.repeats,
+        start_skew_ns: a.start_skew_us * 1000.0,
     };
     let card = numalab_validate::run(&cases, &opts, &progress)?;
     bar.finish_and_clear();
     print!("{}", card.table());
     println!(
-        "\n{} cases in {:.0} s of host time (epochs of {} µs)",
+        "\n{} cases in {:.0} s of host time (epochs of {} µs{})",
         card.rows.len(),
         card.host_seconds,
-        card.epoch_us
+        card.epoch_us,
+        if a.repeats > 1 {
+            format!(
+                "; {} runs per configuration, seeds 1-{}, starts skewed by up to {} µs",
+                a.repeats, a.repeats, a.start_skew_us
+            )
+        } else {
+            String::new()
+        }
     );
     if let Some(p) = &a.json {
         output::write_atomic(p, serde_json::to_string_pretty(&card)?.as_bytes())?;

@@ -42,6 +42,10 @@ pub struct SimConfig {
     /// Interval of the per-node traffic timeline; 0 picks one from the run length.
     pub timeline_interval_ns: f64,
     pub seed: u64,
+    /// Each thread starts after a delay drawn uniformly in [0, start_skew_ns) from `seed`
+    /// (0: all start together, the run is one fixed sample). Several seeds with a skew of a
+    /// few microseconds sample the run-to-run variation (docs/model.md, "Runs as samples").
+    pub start_skew_ns: f64,
     /// Largest mapping unit of lazy migration, bytes (a power of two, 4 KiB or more):
     /// `u64::MAX` maps the largest aligned block inside the region, as Müller does.
     pub lazy_max_block_bytes: u64,
@@ -72,6 +76,7 @@ impl Default for SimConfig {
             barrier_ns: 1_000.0,
             timeline_interval_ns: 1_000_000.0,
             seed: 42,
+            start_skew_ns: 0.0,
             lazy_max_block_bytes: u64::MAX,
             policies: Vec::new(),
             progress: None,

@@ -325,6 +325,12 @@ impl Simulator {
             .map_err(|e| merr(e.to_string()))?;
         let host_isa = cfg.max_host_isa.capped();
         // A zero, negative or NaN epoch would never end (the loop advances time by it).
+        if !(cfg.start_skew_ns.is_finite() && cfg.start_skew_ns >= 0.0) {
+            return Err(SimError::Config(format!(
+                "start skew {} ns: expected a finite number of nanoseconds, 0 or more",
+                cfg.start_skew_ns
+            )));
+        }
         if !(cfg.epoch_ns.is_finite() && cfg.epoch_ns > 0.0) {
             return Err(SimError::Config(format!(
                 "epoch length {} ns: expected a positive, finite number",
@@ -386,7 +392,7 @@ impl Simulator {
                     cpu,
                     node,
                     core: cores.slot_of(cpu),
-                    clock: 0.0,
+                    clock: start_delay_ns(cfg.seed, i, cfg.start_skew_ns),
                     program: spec.program,
                     ops: Vec::with_capacity(4096),
                     pos: 0,
@@ -1429,6 +1435,24 @@ impl Simulator {
             host_seconds: started.elapsed().as_secs_f64(),
         }
     }
+}
+
+/// When thread `i` starts, ns: uniform in [0, `skew_ns`) from `seed` and `i` (splitmix64), 0
+/// without skew. Real runs differ by microseconds in when each thread starts (creation and
+/// wake-up order, timer ticks); a skew with several seeds samples that variation, which
+/// decides near-ties such as first-touch races for hot huge pages (docs/model.md, "Runs as
+/// samples").
+fn start_delay_ns(seed: u64, i: usize, skew_ns: f64) -> f64 {
+    if skew_ns <= 0.0 {
+        return 0.0;
+    }
+    let mut z = seed
+        .wrapping_add((i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+        .wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    skew_ns * (z >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// The CPUs a thread may run on (None: any).

@@ -11,6 +11,11 @@ const MIB: u64 = 1 << 20;
 /// 2 MiB huge page. Thread t computes `delay_cycles[t]` and then writes the page's first
 /// line and reads it 100 times.
 fn race(delay_cycles: [u32; 2], epoch_us: f64) -> SimResult {
+    race_seeded(delay_cycles, epoch_us, 42, 0.0)
+}
+
+/// [`race`] with the threads' starts skewed by up to `skew_ns` from `seed`.
+fn race_seeded(delay_cycles: [u32; 2], epoch_us: f64, seed: u64, skew_ns: f64) -> SimResult {
     let m = numalab_machine::preset("xeon-x5650-2n").unwrap();
     let w = Script {
         maps: vec![(
@@ -43,6 +48,8 @@ fn race(delay_cycles: [u32; 2], epoch_us: f64) -> SimResult {
         pinning: Pinning::Cpus(vec![CpuId(0), CpuId(12)]),
         sample_period: 0,
         epoch_ns: epoch_us * 1000.0,
+        seed,
+        start_skew_ns: skew_ns,
         ..Default::default()
     };
     simulate(&m, &w, cfg).unwrap()
@@ -73,4 +80,31 @@ fn the_thread_that_touches_first_in_simulated_time_gets_the_page() {
     let r = race([26_600, 0], 100.0);
     assert_eq!(r.vmstat.first_touch_race_pages, 512);
     assert_eq!(r.vmstat.pgmigrate_success, 0, "not a migration");
+}
+
+#[test]
+fn a_tie_is_decided_by_the_seeded_start_skew_and_each_seed_repeats() {
+    // Both threads touch at the same instant: without skew thread 0 wins (the earlier id on
+    // a tie). With starts skewed by up to 1 µs, the seed decides; the same seed gives the
+    // same run, and over seeds both nodes win some.
+    let tie = race([0, 0], 20.0);
+    assert_eq!(node_of_the_page(&tie), 0);
+    let winners: Vec<usize> = (1..=16)
+        .map(|seed| node_of_the_page(&race_seeded([0, 0], 20.0, seed, 1000.0)))
+        .collect();
+    assert!(winners.contains(&0) && winners.contains(&1), "{winners:?}");
+    let again: Vec<usize> = (1..=16)
+        .map(|seed| node_of_the_page(&race_seeded([0, 0], 20.0, seed, 1000.0)))
+        .collect();
+    assert_eq!(winners, again, "a seed is one fixed run");
+    // a lead of 3 µs (about 8 000 cycles) is larger than any skew of 1 µs: thread 1 always wins
+    for seed in 1..=8 {
+        let r = race_seeded([8000, 0], 20.0, seed, 1000.0);
+        assert_eq!(node_of_the_page(&r), 1, "seed {seed}");
+    }
+    // a skew of 0 is the deterministic run, whatever the seed
+    assert_eq!(
+        race_seeded([0, 0], 20.0, 7, 0.0).sim_time_ns,
+        tie.sim_time_ns
+    );
 }

@@ -27,13 +27,23 @@ pub struct Options {
     pub epoch_ns: f64,
     /// Host threads (0: all cores).
     pub jobs: usize,
+    /// Runs per configuration. One: the deterministic run (threads start together). More:
+    /// seeds 1..=repeats with threads' starts skewed by up to `start_skew_ns`, values
+    /// averaged (times first for comparisons), their range reported (docs/VALIDATION.md).
+    pub repeats: usize,
+    pub start_skew_ns: f64,
 }
+
+/// The start skew of repeated runs: 1 µs, the order of a thread's wake-up latency (E).
+pub const DEFAULT_START_SKEW_NS: f64 = 1_000.0;
 
 impl Default for Options {
     fn default() -> Self {
         Options {
             epoch_ns: 20_000.0,
             jobs: 0,
+            repeats: 1,
+            start_skew_ns: DEFAULT_START_SKEW_NS,
         }
     }
 }
@@ -170,50 +180,70 @@ pub fn run(
             opts.epoch_ns
         ));
     }
+    if opts.repeats == 0 {
+        return Err(anyhow!(
+            "--repeats 0: expected at least 1 run per configuration"
+        ));
+    }
     let started = Instant::now();
     let Plan { specs, per_case } = plan(cases)?;
+    let repeats = opts.repeats;
     let done = AtomicUsize::new(0);
-    let total = specs.len();
+    let total = specs.len() * repeats;
     progress(0, total);
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(opts.jobs)
         .build()?;
     // Longest-looking runs first keeps the pool busy to the end (threads × a crude size).
-    let mut order: Vec<usize> = (0..specs.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(specs[i].threads));
-    let mut results: Vec<(usize, Result<SimResult, String>)> = pool.install(|| {
+    let mut order: Vec<(usize, usize)> = (0..specs.len())
+        .flat_map(|i| (0..repeats).map(move |k| (i, k)))
+        .collect();
+    order.sort_by_key(|&(i, _)| std::cmp::Reverse(specs[i].threads));
+    let mut results: Vec<((usize, usize), Result<SimResult, String>)> = pool.install(|| {
         order
             .par_iter()
-            .map(|&i| {
+            .map(|&(i, k)| {
                 let spec = &specs[i];
+                let mut cfg = spec.sim_config(opts.epoch_ns, 0);
+                if repeats > 1 {
+                    cfg.seed = k as u64 + 1;
+                    cfg.start_skew_ns = opts.start_skew_ns;
+                }
                 let r = numalab_workloads::by_spec(&spec.workload, spec.threads)
                     .map_err(|e| e.to_string())
                     .and_then(|wl| {
-                        numalab_sim::simulate(
-                            &spec.machine,
-                            wl.as_ref(),
-                            spec.sim_config(opts.epoch_ns, 0),
-                        )
-                        .map_err(|e| format!("simulating '{}': {e}", spec.label))
+                        numalab_sim::simulate(&spec.machine, wl.as_ref(), cfg)
+                            .map_err(|e| format!("simulating '{}': {e}", spec.label))
                     });
                 progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
-                (i, r)
+                ((i, k), r)
             })
             .collect()
     });
-    results.sort_by_key(|(i, _)| *i);
-    let results: Vec<Result<SimResult, String>> = results.into_iter().map(|(_, r)| r).collect();
+    results.sort_by_key(|(ik, _)| *ik);
+    // results[spec][repeat]
+    let mut per_spec: Vec<Vec<Result<SimResult, String>>> =
+        (0..specs.len()).map(|_| Vec::new()).collect();
+    for ((i, _), r) in results {
+        per_spec[i].push(r);
+    }
 
     let runs: Vec<score::RunInfo> = specs
         .iter()
-        .zip(&results)
-        .map(|(spec, r)| score::RunInfo {
-            machine: spec.machine.id.clone(),
-            workload: spec.workload.clone(),
-            threads: spec.threads,
-            config: spec.label.clone(),
-            sim_ms: r.as_ref().ok().map(|r| r.sim_time_ns / 1e6),
-            host_seconds: r.as_ref().ok().map(|r| r.host_seconds),
+        .zip(&per_spec)
+        .map(|(spec, rs)| {
+            let ok: Vec<&SimResult> = rs.iter().filter_map(|r| r.as_ref().ok()).collect();
+            let all = ok.len() == rs.len();
+            let ms: Vec<f64> = ok.iter().map(|r| r.sim_time_ns / 1e6).collect();
+            score::RunInfo {
+                machine: spec.machine.id.clone(),
+                workload: spec.workload.clone(),
+                threads: spec.threads,
+                config: spec.label.clone(),
+                sim_ms: all.then(|| mean(&ms)),
+                sim_ms_repeats: if repeats > 1 && all { ms } else { Vec::new() },
+                host_seconds: all.then(|| ok.iter().map(|r| r.host_seconds).sum()),
+            }
         })
         .collect();
     let rows: Vec<Row> = cases
@@ -221,7 +251,7 @@ pub fn run(
         .zip(&per_case)
         .map(|(c, runs)| match runs {
             None => score::not_expressible(c),
-            Some(runs) => measure(c, runs, &results),
+            Some(runs) => measure(c, runs, &per_spec),
         })
         .collect();
     Ok(Scorecard::new(
@@ -232,8 +262,36 @@ pub fn run(
     ))
 }
 
-fn measure(c: &SourcedCase, runs: &CaseRuns, results: &[Result<SimResult, String>]) -> Row {
-    let get = |i: usize| results[i].as_ref().map_err(Clone::clone);
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+/// The mean of the values that exist (None when none does).
+fn mean_of(v: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+    let v: Vec<f64> = v.flatten().collect();
+    (!v.is_empty()).then(|| mean(&v))
+}
+
+/// The range of the values that exist, when there are several.
+fn range_of(v: &[Option<f64>]) -> Option<(f64, f64)> {
+    let v: Vec<f64> = v.iter().flatten().copied().collect();
+    (v.len() > 1).then(|| {
+        v.iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
+                (lo.min(x), hi.max(x))
+            })
+    })
+}
+
+/// Score a case from its runs' repeats (one each without `--repeats`): comparisons from the
+/// mean times, per-run metrics as the mean of each repeat's value.
+fn measure(c: &SourcedCase, runs: &CaseRuns, results: &[Vec<Result<SimResult, String>>]) -> Row {
+    let get = |i: usize| -> Result<Vec<&SimResult>, String> {
+        results[i]
+            .iter()
+            .map(|r| r.as_ref().map_err(Clone::clone))
+            .collect()
+    };
     let measured = match get(runs.measured) {
         Ok(r) => r,
         Err(e) => return score::failed(c, e),
@@ -248,31 +306,42 @@ fn measure(c: &SourcedCase, runs: &CaseRuns, results: &[Result<SimResult, String
         .metric
         .expect("checked: simulated cases have a metric");
     let region = c.case.region.as_deref();
-    let ms = |r: &SimResult| metric::region_time_ns(r, region).map(|t| t / 1e6);
-    let value = if metric.is_comparative() {
-        let b = base.expect("comparative cases have a base run");
-        match (
-            metric::region_time_ns(b, region),
-            metric::region_time_ns(measured, region),
-        ) {
-            (Some(tb), Some(tc)) => metric.compare(tb, tc),
-            _ => None,
+    let times = |rs: &[&SimResult]| -> Option<Vec<f64>> {
+        rs.iter()
+            .map(|r| metric::region_time_ns(r, region))
+            .collect()
+    };
+    let mean_ms = |rs: &[&SimResult]| times(rs).map(|t| mean(&t) / 1e6);
+    let (value, each) = if metric.is_comparative() {
+        let b = base.as_ref().expect("comparative cases have a base run");
+        match (times(b), times(&measured)) {
+            (Some(tb), Some(tc)) => (
+                metric.compare(mean(&tb), mean(&tc)),
+                tb.iter()
+                    .zip(&tc)
+                    .map(|(&x, &y)| metric.compare(x, y))
+                    .collect(),
+            ),
+            _ => (None, Vec::new()),
         }
     } else {
-        metric.of_run(measured, region)
+        let each: Vec<Option<f64>> = measured.iter().map(|r| metric.of_run(r, region)).collect();
+        (mean_of(each.iter().copied()), each)
     };
     let base_value = if metric.is_comparative() {
         None
     } else {
-        base.and_then(|b| metric.of_run(b, region))
+        base.as_ref()
+            .and_then(|b| mean_of(b.iter().map(|r| metric.of_run(r, region))))
     };
     score::score(
         c,
         Measured {
             value,
             base_value,
-            base_ms: base.and_then(ms),
-            config_ms: ms(measured),
+            base_ms: base.as_deref().and_then(mean_ms),
+            config_ms: mean_ms(&measured),
+            spread: range_of(&each),
         },
     )
 }

@@ -74,6 +74,10 @@ pub struct Row {
     /// Simulated milliseconds of the baseline and measured runs (for reading the rows).
     pub base_ms: Option<f64>,
     pub config_ms: Option<f64>,
+    /// With `--repeats`: the smallest and largest value over the repeats (the simulated
+    /// value is their mean, or the comparison of the mean times).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spread: Option<(f64, f64)>,
 }
 
 /// What the runs gave for a case: the measured value and, for pairs, the baseline's.
@@ -82,6 +86,8 @@ pub struct Measured {
     pub base_value: Option<f64>,
     pub base_ms: Option<f64>,
     pub config_ms: Option<f64>,
+    /// Smallest and largest value over repeats (None for one run).
+    pub spread: Option<(f64, f64)>,
 }
 
 fn row(c: &SourcedCase) -> Row {
@@ -102,6 +108,7 @@ fn row(c: &SourcedCase) -> Row {
         note: c.case.not_expressible.clone(),
         base_ms: None,
         config_ms: None,
+        spread: None,
     }
 }
 
@@ -126,6 +133,7 @@ pub fn score(c: &SourcedCase, m: Measured) -> Row {
     r.simulated_base = m.base_value;
     r.base_ms = m.base_ms;
     r.config_ms = m.config_ms;
+    r.spread = m.spread;
     let Some(sim) = m.value else {
         r.status = Status::Error;
         r.note =
@@ -229,7 +237,11 @@ pub struct RunInfo {
     pub workload: String,
     pub threads: usize,
     pub config: String,
+    /// Simulated time (the mean over repeats).
     pub sim_ms: Option<f64>,
+    /// With repeats: each repeat's simulated time, seed 1 first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sim_ms_repeats: Vec<f64>,
     pub host_seconds: Option<f64>,
 }
 
@@ -291,11 +303,14 @@ impl Scorecard {
                 (_, None, Some(Expect::Slower)) => "slower".into(),
                 _ => "-".into(),
             };
-            let simulated = match (r.simulated_base, r.simulated) {
+            let mut simulated = match (r.simulated_base, r.simulated) {
                 (Some(b), Some(s)) => format!("{} → {}", num(b), num(s)),
                 (None, Some(s)) => num(s),
                 _ => "-".into(),
             };
+            if let Some((lo, hi)) = r.spread {
+                simulated = format!("{simulated} [{}..{}]", num(lo), num(hi));
+            }
             let yn = |v: Option<bool>| match v {
                 Some(true) => "yes",
                 Some(false) => "NO",

@@ -121,3 +121,69 @@ not_expressible = "a mechanism the model does not have yet"
     assert_eq!(card.runs.len(), 2);
     assert!(card.table().contains("T.remote-chase"));
 }
+
+#[test]
+fn repeats_average_seeded_runs_and_report_their_range() {
+    // Two threads on two nodes first-touch the same huge pages at the same instants: who
+    // wins each page, and so the LAR, depends on the start skew's seed.
+    let text = r#"
+[source]
+id = "T"
+citation = "a test"
+
+[[case]]
+id = "T.thp-lar"
+cite = "test"
+what = "LAR with THP"
+machine = "opteron6164he-4n"
+workload = "npb-cg:class=S,niter=2"
+threads = 4
+pin = "sequential"
+thp = "always"
+metric = "lar_percent"
+published = 50
+
+[[case]]
+id = "T.thp-time"
+cite = "test"
+what = "THP against 4 KiB pages"
+machine = "opteron6164he-4n"
+workload = "npb-cg:class=S,niter=2"
+threads = 4
+pin = "sequential"
+base = "thp=never"
+config = "thp=always"
+metric = "speedup_percent"
+published = -10
+"#;
+    let cases = case::parse("t.toml", text).unwrap();
+    let one = run(&cases, &Options::default(), &|_, _| {}).unwrap();
+    assert!(one.rows.iter().all(|r| r.spread.is_none()));
+    assert!(one.runs.iter().all(|r| r.sim_ms_repeats.is_empty()));
+    let opts = Options {
+        repeats: 3,
+        ..Options::default()
+    };
+    let three = run(&cases, &opts, &|_, _| {}).unwrap();
+    for r in &three.runs {
+        assert_eq!(r.sim_ms_repeats.len(), 3, "{r:?}");
+        let mean = r.sim_ms_repeats.iter().sum::<f64>() / 3.0;
+        assert!((r.sim_ms.unwrap() - mean).abs() < 1e-9);
+    }
+    for row in &three.rows {
+        let (lo, hi) = row.spread.expect("a range over the repeats");
+        let v = row.simulated.unwrap();
+        assert!(
+            lo <= v + 1e-9 && v <= hi + 1e-9,
+            "{}: {v} outside {lo}..{hi}",
+            row.id
+        );
+    }
+    assert!(three.table().contains(" ["), "{}", three.table());
+    let none = Options {
+        repeats: 0,
+        ..Options::default()
+    };
+    let e = run(&cases, &none, &|_, _| {}).err().unwrap().to_string();
+    assert!(e.contains("--repeats 0"), "{e}");
+}
