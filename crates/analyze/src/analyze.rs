@@ -78,6 +78,9 @@ pub struct Report {
     pub mappings: Vec<MappingReport>,
     pub false_sharing: FalseSharingReport,
     pub what_if: Vec<Scenario>,
+    /// The input was cut short: where it ends and how many records were read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -848,7 +851,9 @@ pub fn analyze(source: &mut dyn SampleSource, opts: &Options) -> Result<Report, 
         .or((meta.nodes > 0).then_some(meta.nodes as usize))
         .unwrap_or(acc.max_node + 1)
         .max(acc.max_node + 1);
-    Ok(finish(acc, nodes, meta, opts))
+    let mut report = finish(acc, nodes, meta, opts);
+    report.truncated = source.truncated();
+    Ok(report)
 }
 
 fn finish(acc: Acc, nodes: usize, meta: &crate::record::FileMeta, opts: &Options) -> Report {
@@ -1036,6 +1041,7 @@ fn finish(acc: Acc, nodes: usize, meta: &crate::record::FileMeta, opts: &Options
         mappings,
         false_sharing,
         what_if,
+        truncated: None,
     }
 }
 
@@ -1298,6 +1304,12 @@ pub fn render_text(r: &Report) -> String {
         r.nodes,
         r.sample_period
     );
+    if let Some(t) = &r.truncated {
+        let _ = writeln!(
+            w,
+            "warning: the file is {t}; everything below is of those records"
+        );
+    }
     if r.samples.dropped > 0 {
         let _ = writeln!(
             w,

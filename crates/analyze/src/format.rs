@@ -31,7 +31,7 @@ use arrow_array::{
 use arrow_buffer::NullBuffer;
 use arrow_ipc::reader::StreamReader;
 use arrow_ipc::writer::StreamWriter;
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 use numalab_core::{AccessSample, CpuId, DataSource, NodeId, PageSize, TaskId, ThreadId};
 use std::collections::HashMap;
 use std::fs::File;
@@ -321,12 +321,21 @@ pub struct SampleReader<R: Read> {
     reader: StreamReader<R>,
     meta: FileMeta,
     placement: Option<Placement>,
+    /// Records read so far, and the note once the stream ended inside a batch.
+    rows_read: u64,
+    truncated: Option<String>,
 }
 
 impl SampleReader<BufReader<File>> {
     pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
         let path = path.as_ref();
         let f = File::open(path).map_err(|e| Error::new(path, format!("cannot open: {e}")))?;
+        if f.metadata().is_ok_and(|m| m.len() == 0) {
+            return Err(Error::new(
+                path,
+                "the file is empty (0 bytes): no samples were written to it",
+            ));
+        }
         SampleReader::new(BufReader::new(f), path)
     }
 }
@@ -385,6 +394,8 @@ impl<R: Read> SampleReader<R> {
             reader,
             meta,
             placement: None,
+            rows_read: 0,
+            truncated: None,
         })
     }
 
@@ -543,19 +554,47 @@ impl<R: Read> SampleReader<R> {
     }
 }
 
+impl<R: Read> SampleReader<R> {
+    /// The next record batch; a stream that ends inside one (a file cut short, as `perf
+    /// script` tolerates) ends the reading there, noted in `truncated`, and any other
+    /// failure is an error naming what is wrong.
+    fn next_record_batch(&mut self) -> Result<Option<RecordBatch>, Error> {
+        if self.truncated.is_some() {
+            return Ok(None);
+        }
+        match self.reader.next() {
+            None => Ok(None),
+            Some(Err(ArrowError::IoError(_, e)))
+                if e.kind() == std::io::ErrorKind::UnexpectedEof =>
+            {
+                let size = std::fs::metadata(&self.path).map(|m| m.len());
+                self.truncated = Some(match size {
+                    Ok(n) => format!("truncated at byte {n}: {} records read", self.rows_read),
+                    Err(_) => format!("truncated: {} records read", self.rows_read),
+                });
+                Ok(None)
+            }
+            Some(Err(e)) => Err(Error::new(
+                &self.path,
+                format!("corrupt record batch after {} records: {e}", self.rows_read),
+            )),
+            Some(Ok(b)) => {
+                self.rows_read += b.num_rows() as u64;
+                Ok(Some(b))
+            }
+        }
+    }
+}
+
 impl<R: Read> SampleSource for SampleReader<R> {
     fn meta(&self) -> &FileMeta {
         &self.meta
     }
 
     fn next_batch(&mut self) -> Result<Option<Batch>, Error> {
-        match self.reader.next() {
+        match self.next_record_batch()? {
             None => Ok(None),
-            Some(Err(e)) => Err(Error::new(
-                &self.path,
-                format!("corrupt or truncated record batch: {e}"),
-            )),
-            Some(Ok(b)) => Ok(Some(Batch {
+            Some(b) => Ok(Some(Batch {
                 records: self.convert(&b)?,
                 mappings: Vec::new(),
             })),
@@ -563,18 +602,18 @@ impl<R: Read> SampleSource for SampleReader<R> {
     }
 
     fn next_rows(&mut self, rows: &mut Vec<Row>, _: &mut Vec<Mapping>) -> Result<bool, Error> {
-        match self.reader.next() {
+        match self.next_record_batch()? {
             None => Ok(false),
-            Some(Err(e)) => Err(Error::new(
-                &self.path,
-                format!("corrupt or truncated record batch: {e}"),
-            )),
-            Some(Ok(b)) => {
+            Some(b) => {
                 rows.reserve(b.num_rows());
                 self.convert_with(&b, |r| rows.push(Row::from_record(r)))?;
                 Ok(true)
             }
         }
+    }
+
+    fn truncated(&self) -> Option<String> {
+        self.truncated.clone()
     }
 }
 

@@ -188,6 +188,13 @@ pub trait SampleSource {
     fn meta(&self) -> &FileMeta;
     fn next_batch(&mut self) -> Result<Option<Batch>, Error>;
 
+    /// Set once the source met the end of a truncated file: what was read stops at the last
+    /// complete record, and this says where the file ends and how many records were read
+    /// (`truncated at byte N: K records read`). None for a complete file.
+    fn truncated(&self) -> Option<String> {
+        None
+    }
+
     /// The next batch as [`Row`]s (the analysis' input), appended to `rows` and `mappings`;
     /// false at the end. The default converts [`SampleSource::next_batch`]; readers that can
     /// decode straight into rows override it (perf.data: a 32-byte row per sample instead of

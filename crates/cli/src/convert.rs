@@ -71,10 +71,14 @@ pub fn run(a: ConvertArgs) -> Result<()> {
     }
     let from_perf = is_perf_file(&a.input);
     let src = open(&a)?;
-    // written beside the output and renamed into place once complete: a truncated or
-    // corrupt input leaves no partial file and an existing output as it was
-    let (samples, extra) =
+    // written beside the output and renamed into place once complete: a corrupt input
+    // leaves no partial file and an existing output as it was; a truncated one gives its
+    // complete records, said so
+    let (samples, extra, truncated) =
         crate::output::with_temp(&a.output, |out| convert_into(&a, src, from_perf, fmt, out))?;
+    if let Some(t) = truncated {
+        eprintln!("note: {} is {t}", a.input.display());
+    }
     eprintln!(
         "wrote {} ({} samples, {})",
         a.output.display(),
@@ -84,15 +88,15 @@ pub fn run(a: ConvertArgs) -> Result<()> {
     Ok(())
 }
 
-/// Convert into `out`: (samples written, what else the summary says).
+/// Convert into `out`: (samples written, what else the summary says, the input's truncation).
 fn convert_into(
     a: &ConvertArgs,
     mut src: Box<dyn SampleSource>,
     from_perf: bool,
     fmt: &str,
     out: &Path,
-) -> Result<(u64, String)> {
-    Ok(if fmt == "perf" {
+) -> Result<(u64, String, Option<String>)> {
+    let (n, extra) = if fmt == "perf" {
         let s = perf_write::export(src.as_mut(), out)?;
         let mut extra = format!("{} threads, {} mappings", s.threads, s.mappings);
         if !s.page_nodes {
@@ -125,7 +129,8 @@ fn convert_into(
         let n = w.rows();
         w.finish()?;
         (n, format!("{} mappings", meta.mappings.len()))
-    })
+    };
+    Ok((n, extra, src.truncated()))
 }
 
 #[cfg(test)]

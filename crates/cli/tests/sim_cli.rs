@@ -111,24 +111,76 @@ fn senseless_values_are_refused_naming_the_option_and_what_is_accepted() {
 }
 
 #[test]
-fn convert_of_a_truncated_file_leaves_no_partial_output() {
+fn a_truncated_file_is_read_to_its_last_record_and_a_corrupt_one_leaves_no_output() {
     let exe = env!("CARGO_BIN_EXE_numalab");
-    let (dir, full) = small_sample_file("convert");
+    let dir = std::env::temp_dir().join(format!("numalab-sim-cli-cut-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // about 200 000 samples: several record batches of 65 536
+    let full = dir.join("s.arrows");
+    let out = Command::new(exe)
+        .args(["sim", "-q", "-w", "stream:n=200000,ntimes=2", "-t", "4"])
+        .args(["--sample-period", "7", "--samples-out"])
+        .arg(&full)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
     let bytes = std::fs::read(&full).unwrap();
+    let whole = Command::new(exe)
+        .arg("analyze")
+        .arg(&full)
+        .output()
+        .unwrap();
+    let samples: u64 = String::from_utf8_lossy(&whole.stdout)
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .expect("samples: N on the first line");
+    // every batch but the last is complete when the last 1000 bytes are cut
+    let complete = (samples - 1) / 65_536 * 65_536;
+    assert!(complete > 0, "{samples} samples: one batch only");
+    // cut inside the last batch: the complete batches are read, and the reader says so
     let cut = dir.join("cut.arrows");
-    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    std::fs::write(&cut, &bytes[..bytes.len() - 1000]).unwrap();
+    let out = Command::new(exe).arg("analyze").arg(&cut).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let note = format!(
+        "truncated at byte {}: {complete} records read",
+        bytes.len() - 1000
+    );
+    assert!(text.contains(&note), "{text}");
+    let converted = dir.join("cut.data");
+    let out = Command::new(exe)
+        .arg("convert")
+        .arg(&cut)
+        .arg(&converted)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&note) && err.contains(&format!("({complete} samples")),
+        "{err}"
+    );
+    // cut inside the schema: not readable at all, so nothing is written
+    let broken = dir.join("broken.arrows");
+    std::fs::write(&broken, &bytes[..60]).unwrap();
     let fresh = dir.join("fresh.data");
     let existing = dir.join("existing.data");
     std::fs::write(&existing, b"previous complete file").unwrap();
     for target in [&fresh, &existing] {
         let out = Command::new(exe)
             .arg("convert")
-            .arg(&cut)
+            .arg(&broken)
             .arg(target)
             .output()
             .unwrap();
         assert!(!out.status.success());
-        assert!(String::from_utf8_lossy(&out.stderr).contains("truncated"));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("not an Arrow IPC stream"));
     }
     assert!(!fresh.exists(), "no partial perf.data");
     assert_eq!(std::fs::read(&existing).unwrap(), b"previous complete file");
