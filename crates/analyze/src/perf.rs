@@ -505,7 +505,11 @@ pub struct PerfOptions {
 pub struct PerfReader {
     path: PathBuf,
     file: PerfFile,
-    iter: PerfRecordIter<BufReader<File>>,
+    iter: PerfRecordIter<BufReader<HeaderPatched>>,
+    /// The file is shorter than its header says: its length (the records read are counted
+    /// as they come).
+    cut_at: Option<u64>,
+    rows_read: u64,
     /// The direct reader of the data section, where the file allows it (else `iter`).
     fast: Option<FastRecords>,
     layouts: Vec<SampleLayout>,
@@ -533,15 +537,54 @@ pub struct PerfReader {
 impl PerfReader {
     pub fn open(path: impl AsRef<Path>, opts: PerfOptions) -> Result<PerfReader, Error> {
         let path = path.as_ref().to_path_buf();
-        let f = File::open(&path).map_err(|e| Error::new(&path, format!("cannot open: {e}")))?;
+        let open = || File::open(&path).map_err(|e| Error::new(&path, format!("cannot open: {e}")));
+        let f = open()?;
+        let file_len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        if file_len == 0 {
+            return Err(Error::new(
+                &path,
+                "the file is empty (0 bytes): perf record wrote nothing to it",
+            ));
+        }
+        let (parsed, cut_at) = match PerfFileReader::parse_file(BufReader::new(
+            HeaderPatched::plain(f),
+        )) {
+            Ok(p) => (p, None),
+            Err(e) => {
+                // a file cut short: parse it with the header of what is left, else the error
+                let mut header = [0u8; HEADER_BYTES];
+                let mut file = open()?;
+                let patch = file
+                    .read_exact(&mut header)
+                    .ok()
+                    .and_then(|_| truncation_patch(&header, &mut file, file_len));
+                let Some(patch) = patch else {
+                    return Err(Error::new(
+                        &path,
+                        format!("not a readable perf.data file: {e}"),
+                    ));
+                };
+                let patched = HeaderPatched {
+                    file: open()?,
+                    patch: Some(patch),
+                    pos: 0,
+                };
+                let p = PerfFileReader::parse_file(BufReader::new(patched)).map_err(|e2| {
+                    Error::new(
+                        &path,
+                        format!("not a readable perf.data file: {e} (and cut short at byte {file_len}: {e2})"),
+                    )
+                })?;
+                (p, Some(file_len))
+            }
+        };
         let PerfFileReader {
             perf_file,
             record_iter,
-        } = PerfFileReader::parse_file(BufReader::new(f))
-            .map_err(|e| Error::new(&path, format!("not a readable perf.data file: {e}")))?;
+        } = parsed;
         let endian = perf_file.endian();
         let attrs = perf_file.event_attributes();
-        let fast = FastRecords::open(&path, &perf_file)?;
+        let fast = FastRecords::open(&path, &perf_file, cut_at)?;
         let layouts = attrs
             .iter()
             .map(|a| SampleLayout::from_attr(&a.attr, endian))
@@ -609,6 +652,8 @@ impl PerfReader {
             path,
             file: perf_file,
             iter: record_iter,
+            cut_at,
+            rows_read: 0,
             fast,
             layouts,
             meta,
@@ -1018,6 +1063,125 @@ impl Queued for QRow {
 
 /// Offset of the data section's (offset, size) in perf_file_header.
 const HEADER_DATA_OFFSET: u64 = 40;
+/// perf_file_header: magic, size, attr_size, attrs, data and event_types sections, then the
+/// 256-bit feature bitmap (`adds_features`) at 72..104.
+const HEADER_BYTES: usize = 104;
+const HEADER_FEATURES_OFFSET: usize = 72;
+
+/// The perf.data file as the parser reads it: the file itself, or, for a file cut short, the
+/// file with its header patched (the feature bitmap cleared, since the feature sections
+/// follow the data and are what a cut loses first, and the data size clamped to what is
+/// there). linux-perf-data reads every feature section before any record and has no way to
+/// skip them; this lets it read the records a cut file still holds, as `perf script` does.
+pub struct HeaderPatched {
+    file: File,
+    patch: Option<[u8; HEADER_BYTES]>,
+    pos: u64,
+}
+
+impl HeaderPatched {
+    fn plain(file: File) -> HeaderPatched {
+        HeaderPatched {
+            file,
+            patch: None,
+            pos: 0,
+        }
+    }
+}
+
+impl Read for HeaderPatched {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if let (Some(h), true) = (&self.patch, self.pos < HEADER_BYTES as u64) {
+            let from = self.pos as usize;
+            let n = buf.len().min(HEADER_BYTES - from);
+            buf[..n].copy_from_slice(&h[from..from + n]);
+            self.pos += n as u64;
+            self.file.seek(SeekFrom::Start(self.pos))?;
+            return Ok(n);
+        }
+        let n = self.file.read(buf)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl Seek for HeaderPatched {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        self.pos = self.file.seek(to)?;
+        Ok(self.pos)
+    }
+}
+
+/// A perf.data header patched for `file` of `file_len` bytes when the file is shorter than
+/// its header says: its data section, or the feature sections that follow the data (their
+/// table of offsets and sizes sits right after the data). None when nothing is cut (the
+/// failure was something else) or the file is not a little-endian perf.data file.
+fn truncation_patch(
+    header: &[u8; HEADER_BYTES],
+    file: &mut File,
+    file_len: u64,
+) -> Option<[u8; HEADER_BYTES]> {
+    if &header[..8] != b"PERFILE2" {
+        return None;
+    }
+    let le = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+    let (data_offset, data_size) = (le(header, HEADER_DATA_OFFSET as usize), le(header, 48));
+    if data_offset > file_len {
+        return None;
+    }
+    let data_end = data_offset.checked_add(data_size)?;
+    let features: u32 = header[HEADER_FEATURES_OFFSET..]
+        .iter()
+        .map(|b| b.count_ones())
+        .sum();
+    let cut = data_end > file_len || {
+        // the feature table: one (offset, size) pair per feature, right after the data
+        let mut table = vec![0u8; features as usize * 16];
+        let read = file
+            .seek(SeekFrom::Start(data_end))
+            .and_then(|_| file.read_exact(&mut table));
+        // a cut leaves plausible entries (after the data, feature sections are kilobytes)
+        // that end past the file; an entry pointing far beyond it is corruption instead
+        const FEATURES_MAX: u64 = 64 << 20;
+        let plausible = table.chunks_exact(16).all(|e| {
+            let (at, len) = (le(e, 0), le(e, 8));
+            at >= data_end && at.saturating_add(len) <= file_len.saturating_add(FEATURES_MAX)
+        });
+        read.is_err()
+            || (plausible
+                && table
+                    .chunks_exact(16)
+                    .any(|e| le(e, 0).saturating_add(le(e, 8)) > file_len))
+    };
+    if !cut {
+        return None;
+    }
+    let mut h = *header;
+    let whole = whole_records(file, data_offset, data_size.min(file_len - data_offset));
+    h[48..56].copy_from_slice(&whole.to_le_bytes());
+    h[HEADER_FEATURES_OFFSET..].fill(0);
+    Some(h)
+}
+
+/// Bytes of complete records from `data_offset` within `avail` bytes: the data section of a
+/// cut file ends at its last whole record, so that both readers (which buffer records until
+/// a round ends) see a clean end rather than an error.
+fn whole_records(file: &mut File, data_offset: u64, avail: u64) -> u64 {
+    let Ok(_) = file.seek(SeekFrom::Start(data_offset)) else {
+        return 0;
+    };
+    let mut rd = BufReader::with_capacity(1 << 20, file);
+    let mut at = 0u64;
+    let mut head = [0u8; 8];
+    while at + 8 <= avail && rd.read_exact(&mut head).is_ok() {
+        let size = u16::from_le_bytes([head[6], head[7]]) as u64;
+        if size < 8 || at + size > avail || rd.seek_relative(size as i64 - 8).is_err() {
+            break;
+        }
+        at += size;
+    }
+    at
+}
 
 enum Item {
     Sample(Record),
@@ -1039,6 +1203,8 @@ struct FastRecords {
     path: PathBuf,
     /// Bytes of the data section left, and the file offset of the next record.
     left: u64,
+    /// The file was cut short: a record reaching past its end ends the reading.
+    cut: bool,
     offset: u64,
     layout: SampleLayout,
     fixed: Option<FixedLayout>,
@@ -1058,7 +1224,7 @@ struct FastRecords {
 }
 
 impl FastRecords {
-    fn open(path: &Path, f: &PerfFile) -> Result<Option<FastRecords>, Error> {
+    fn open(path: &Path, f: &PerfFile, cut_at: Option<u64>) -> Result<Option<FastRecords>, Error> {
         let attrs = f.event_attributes();
         let Some(first) = attrs.first() else {
             return Ok(None);
@@ -1089,7 +1255,10 @@ impl FastRecords {
             .and_then(|_| file.read_exact(&mut h))
             .map_err(io)?;
         let data_offset = u64::from_le_bytes(h[..8].try_into().expect("8"));
-        let data_size = u64::from_le_bytes(h[8..].try_into().expect("8"));
+        let mut data_size = u64::from_le_bytes(h[8..].try_into().expect("8"));
+        if let Some(len) = cut_at {
+            data_size = data_size.min(len.saturating_sub(data_offset));
+        }
         file.seek(SeekFrom::Start(data_offset)).map_err(io)?;
         let sample_id_all = a0.flags.bits() & (1 << 18) != 0;
         let nonsample_time_from_end = (sample_id_all && t & SAMPLE_TIME != 0).then(|| {
@@ -1112,6 +1281,7 @@ impl FastRecords {
             rd: BufReader::with_capacity(1 << 20, file),
             path: path.to_path_buf(),
             left: data_size,
+            cut: cut_at.is_some(),
             offset: data_offset,
             layout: SampleLayout::from_attr(a0, Endianness::LittleEndian),
             fixed: FixedLayout::of(&SampleLayout::from_attr(a0, Endianness::LittleEndian)),
@@ -1171,6 +1341,11 @@ impl FastRecords {
             };
             let offset = self.offset;
             let size = size as u64;
+            if self.cut && size > self.left {
+                // the record the file was cut in: the end
+                self.left = 0;
+                return Ok(q.release(None));
+            }
             if size < 8 || size > self.left {
                 return Err(Error::new(
                     &self.path,
@@ -1293,12 +1468,33 @@ impl SampleSource for PerfReader {
                 }
             });
         };
+        let before = rows.len();
         let r = self.fill_rows(&mut f, rows, mappings);
+        self.rows_read += (rows.len() - before) as u64;
         self.fast = Some(f);
         r
     }
 
+    fn truncated(&self) -> Option<String> {
+        self.cut_at.map(|n| {
+            format!(
+                "truncated at byte {n}: {} records read (the header sections after the data, host, command line and topology, are lost with the cut)",
+                self.rows_read
+            )
+        })
+    }
+
     fn next_batch(&mut self) -> Result<Option<Batch>, Error> {
+        let b = self.next_batch_counted()?;
+        if let Some(b) = &b {
+            self.rows_read += b.records.len() as u64;
+        }
+        Ok(b)
+    }
+}
+
+impl PerfReader {
+    fn next_batch_counted(&mut self) -> Result<Option<Batch>, Error> {
         if self.fast.is_some() {
             return self.next_batch_fast();
         }
@@ -1306,10 +1502,17 @@ impl SampleSource for PerfReader {
         let mut buf = Vec::new();
         let mut any = false;
         while batch.records.len() < self.batch_rows {
-            let rec = self
-                .iter
-                .next_record(&mut self.file)
-                .map_err(|e| Error::new(&self.path, format!("corrupt record stream: {e}")))?;
+            let rec = match self.iter.next_record(&mut self.file) {
+                Ok(r) => r,
+                // the record the file was cut in: the end
+                Err(_) if self.cut_at.is_some() => None,
+                Err(e) => {
+                    return Err(Error::new(
+                        &self.path,
+                        format!("corrupt record stream: {e}"),
+                    ))
+                }
+            };
             let Some(rec) = rec else { break };
             any = true;
             let PerfFileRecord::EventRecord { attr_index, record } = rec else {

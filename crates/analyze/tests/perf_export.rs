@@ -531,3 +531,81 @@ fn rows_match_records() {
     }
     std::fs::remove_file(&exported).ok();
 }
+
+/// Every record of `path` through both readers (the direct one and linux-perf-data's), with
+/// what each says about truncation.
+fn read_cut(path: &Path) -> Vec<(usize, Option<String>)> {
+    [false, true]
+        .into_iter()
+        .map(|library| {
+            let mut r = PerfReader::open(path, PerfOptions::default()).unwrap();
+            if library {
+                r = r.with_library_reader();
+            }
+            let mut n = 0;
+            while let Some(b) = r.next_batch().unwrap() {
+                n += b.records.len();
+            }
+            (n, r.truncated())
+        })
+        .collect()
+}
+
+#[test]
+fn a_perf_data_file_cut_short_is_read_to_its_last_record() {
+    let res = common::run(ThpMode::Never);
+    let m = common::machine();
+    let meta = FileMeta {
+        machine: res.machine.clone(),
+        workload: res.workload.clone(),
+        origin: "sim".into(),
+        sample_period: common::SAMPLE_PERIOD,
+        page_size: Some(PageSize::Base4K),
+        nodes: m.topology.num_nodes() as u16,
+        topology: Some(m.topology.clone()),
+        events: vec!["memory-reference".into()],
+        mappings: Vec::new(),
+        samples_dropped: 0,
+    };
+    let full = tmp("cut-full");
+    export(&mut MemorySource::new(meta, &res.samples), &full).unwrap();
+    let bytes = std::fs::read(&full).unwrap();
+    let all = res.samples.len();
+    for (n, t) in read_cut(&full) {
+        assert_eq!((n, t), (all, None), "a complete file");
+    }
+    // 7 bytes short: the feature sections after the data are cut, every record is there
+    let cut7 = tmp("cut7");
+    std::fs::write(&cut7, &bytes[..bytes.len() - 7]).unwrap();
+    for (n, t) in read_cut(&cut7) {
+        assert_eq!(n, all);
+        let t = t.expect("says it is truncated");
+        assert!(
+            t.starts_with(&format!(
+                "truncated at byte {}: {all} records read",
+                bytes.len() - 7
+            )),
+            "{t}"
+        );
+    }
+    // half: the records up to the cut, the same through both readers
+    let half = tmp("cut-half");
+    std::fs::write(&half, &bytes[..bytes.len() / 2]).unwrap();
+    let both = read_cut(&half);
+    assert!(both[0].0 > 0 && both[0].0 < all, "{both:?}");
+    assert_eq!(both[0], both[1]);
+    // a complete-length file with a corrupt feature table is an error, not a "cut"
+    let mut bad = bytes.clone();
+    let data_end = u64::from_le_bytes(bad[40..48].try_into().unwrap())
+        + u64::from_le_bytes(bad[48..56].try_into().unwrap());
+    bad[data_end as usize..data_end as usize + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+    let corrupt = tmp("corrupt-features");
+    std::fs::write(&corrupt, &bad).unwrap();
+    if let Ok(mut r) = PerfReader::open(&corrupt, PerfOptions::default()) {
+        while r.next_batch().map(|b| b.is_some()).unwrap_or(false) {}
+        assert_eq!(r.truncated(), None, "a corrupt file is not reported as cut");
+    }
+    for p in [full, cut7, half, corrupt] {
+        std::fs::remove_file(p).ok();
+    }
+}
