@@ -1402,9 +1402,40 @@ pub fn import_parsed_detailed(
             .map(|(dense, (k, _))| (*k, dense))
             .collect()
     };
-    let (lat_name, lat) = pair_values(s.latency.as_ref(), &dense_of, &cpus);
-    let (bw_name, bw_mibps) = pair_values(s.bandwidth.as_ref(), &dense_of, &cpus);
+    let (lat_name, mut lat) = pair_values(s.latency.as_ref(), &dense_of, &cpus);
+    let (bw_name, mut bw_mibps) = pair_values(s.bandwidth.as_ref(), &dense_of, &cpus);
     let gbps = |mibps: f64| mibps * 1_048_576.0 / 1e9;
+    // A value no memory has is a firmware table's mistake (an HMAT in the wrong unit, a
+    // placeholder, hwloc's own test file with 20 MiB/s): reported and left out, so the
+    // defaults apply, rather than simulated literally. Latency: ≈ 60 ns (local DDR) to a few
+    // µs (CXL behind a switch); bandwidth: ≈ 1 GB/s (one old DDR channel, persistent-memory
+    // writes) to 2 TB/s (HBM3).
+    let os_of = |k: usize| numa[k].1.os_index;
+    let mut drop_implausible = |vals: &mut HashMap<(usize, usize), f64>,
+                                what: &str,
+                                shown: &dyn Fn(f64) -> f64,
+                                (lo, hi, unit): (f64, f64, &str)| {
+        let mut bad: Vec<((usize, usize), f64)> = vals
+            .iter()
+            .filter(|(_, &v)| !(lo..=hi).contains(&shown(v)))
+            .map(|(&k, &v)| (k, v))
+            .collect();
+        bad.sort_by_key(|(k, _)| *k);
+        if let Some(&((i, t), v)) = bad.first() {
+            notes.push(format!(
+                "memory attribute {what}: {} value(s) not plausible for memory (expected {lo}-{hi} {unit}), e.g. {} {unit} from node {} to node {}: left out, defaults used",
+                bad.len(),
+                (shown(v) * 1000.0).round() / 1000.0,
+                os_of(i),
+                os_of(t)
+            ));
+        }
+        for (k, _) in bad {
+            vals.remove(&k);
+        }
+    };
+    drop_implausible(&mut lat, "latency", &|v| v, (20.0, 5000.0, "ns"));
+    drop_implausible(&mut bw_mibps, "bandwidth", &gbps, (1.0, 2000.0, "GB/s"));
     if let Some(name) = &lat_name {
         notes.push(format!("latencies from the '{name}' memory attribute"));
     }

@@ -167,13 +167,19 @@ fn intel64_4n2t_memattrs_bandwidth_attribute() {
     assert_eq!(m.topology.distances[0][3], 20);
     assert_eq!(m.links.len(), 6);
     // The file's one standard attribute: Bandwidth 20 MiB/s to OS node 1 (gp_index 8) from
-    // initiator cpuset 0xff, i.e. from every node. It sets node 1's controller peak and the
-    // links into node 1; the custom attributes (foobar, barnoinit) are ignored.
-    let mib = 20.0 * 1_048_576.0 / 1e9;
-    assert_eq!(m.nodes[1].ctrl_peak_gbps, mib);
-    assert_eq!(link(&m, 0, 1).gbps_per_dir, mib);
-    assert_eq!(link(&m, 1, 3).gbps_per_dir, mib);
+    // initiator cpuset 0xff, i.e. from every node: no memory is that slow, so it is reported
+    // and left out, and node 1's controller and links keep the defaults; the custom
+    // attributes (foobar, barnoinit) are ignored.
     let d = HwlocDefaults::default();
+    assert_eq!(m.nodes[1].ctrl_peak_gbps, d.ctrl_peak_gbps);
+    assert_eq!(link(&m, 0, 1).gbps_per_dir, d.link_gbps_per_dir);
+    assert_eq!(link(&m, 1, 3).gbps_per_dir, d.link_gbps_per_dir);
+    assert!(
+        m.description
+            .contains("memory attribute bandwidth: 4 value(s) not plausible for memory (expected 1-2000 GB/s), e.g. 0.021 GB/s"),
+        "{}",
+        m.description
+    );
     assert_eq!(m.nodes[0].ctrl_peak_gbps, d.ctrl_peak_gbps);
     assert_eq!(link(&m, 0, 2).gbps_per_dir, d.link_gbps_per_dir);
     // No Latency attribute in this file: latencies are the defaults.
@@ -444,4 +450,40 @@ fn a_negative_memory_size_and_absurd_nesting_are_errors() {
         .expect_err("refused")
         .to_string();
     assert!(e.contains("nested more than 256 deep"), "{e}");
+}
+
+#[test]
+fn implausible_memory_attributes_are_reported_and_replaced_by_defaults() {
+    let xml = std::fs::read_to_string(path("fixtures/2s-cxl-memattrs.xml")).unwrap();
+    // node 0's own bandwidth written as 20 MiB/s, node 1's latency as 1 ns
+    let bad = xml
+        .replacen(
+            r#"target_obj_gp_index="10" value="100000""#,
+            r#"target_obj_gp_index="10" value="20""#,
+            1,
+        )
+        .replacen(
+            r#"target_obj_gp_index="11" value="90""#,
+            r#"target_obj_gp_index="11" value="1""#,
+            1,
+        );
+    assert_ne!(bad, xml);
+    let d = HwlocDefaults::default();
+    let m = import_str(&bad, "bad.xml", "bad", &d).unwrap();
+    m.validate().unwrap();
+    assert_eq!(m.nodes[0].ctrl_peak_gbps, d.ctrl_peak_gbps);
+    assert_eq!(idle(&m, 1, 1), d.idle_local_ns);
+    assert!(
+        m.description
+            .contains("memory attribute bandwidth: 1 value(s) not plausible")
+            && m.description
+                .contains("e.g. 0.021 GB/s from node 0 to node 0")
+            && m.description
+                .contains("memory attribute latency: 1 value(s) not plausible")
+            && m.description.contains("e.g. 1 ns from node 1 to node 1"),
+        "{}",
+        m.description
+    );
+    // the plausible ones are kept
+    assert_eq!(idle(&m, 0, 0), 90.0);
 }
