@@ -314,11 +314,10 @@ fn hand_built_set_round_trips_and_perf_reads_it() {
     std::fs::remove_file(&path).ok();
 }
 
-#[test]
-fn simulator_samples_export_to_perf() {
-    let res = common::run(ThpMode::Always);
+/// The file metadata of a simulated run's samples (common::machine, common::SAMPLE_PERIOD).
+fn sim_meta(res: &numalab_sim::SimResult) -> FileMeta {
     let m = common::machine();
-    let meta = FileMeta {
+    FileMeta {
         machine: res.machine.clone(),
         workload: res.workload.clone(),
         origin: "sim".into(),
@@ -329,7 +328,13 @@ fn simulator_samples_export_to_perf() {
         events: vec!["memory-reference".into()],
         mappings: Vec::new(),
         samples_dropped: 0,
-    };
+    }
+}
+
+#[test]
+fn simulator_samples_export_to_perf() {
+    let res = common::run(ThpMode::Always);
+    let meta = sim_meta(&res);
     assert!(res.samples.len() > 2000);
     let path = tmp("sim");
     let sum = export(&mut MemorySource::new(meta.clone(), &res.samples), &path).unwrap();
@@ -554,19 +559,7 @@ fn read_cut(path: &Path) -> Vec<(usize, Option<String>)> {
 #[test]
 fn a_perf_data_file_cut_short_is_read_to_its_last_record() {
     let res = common::run(ThpMode::Never);
-    let m = common::machine();
-    let meta = FileMeta {
-        machine: res.machine.clone(),
-        workload: res.workload.clone(),
-        origin: "sim".into(),
-        sample_period: common::SAMPLE_PERIOD,
-        page_size: Some(PageSize::Base4K),
-        nodes: m.topology.num_nodes() as u16,
-        topology: Some(m.topology.clone()),
-        events: vec!["memory-reference".into()],
-        mappings: Vec::new(),
-        samples_dropped: 0,
-    };
+    let meta = sim_meta(&res);
     let full = tmp("cut-full");
     export(&mut MemorySource::new(meta, &res.samples), &full).unwrap();
     let bytes = std::fs::read(&full).unwrap();
