@@ -546,9 +546,9 @@ impl PerfReader {
                 "the file is empty (0 bytes): perf record wrote nothing to it",
             ));
         }
-        let (parsed, cut_at) = match PerfFileReader::parse_file(BufReader::new(
-            HeaderPatched::plain(f),
-        )) {
+        let (parsed, cut) = match PerfFileReader::parse_file(BufReader::new(HeaderPatched::plain(
+            f,
+        ))) {
             Ok(p) => (p, None),
             Err(e) => {
                 // a file cut short: parse it with the header of what is left, else the error
@@ -575,7 +575,12 @@ impl PerfReader {
                         format!("not a readable perf.data file: {e} (and cut short at byte {file_len}: {e2})"),
                     )
                 })?;
-                (p, Some(file_len))
+                let whole = u64::from_le_bytes(
+                    patch[HEADER_DATA_SIZE..HEADER_DATA_SIZE + 8]
+                        .try_into()
+                        .expect("8 bytes"),
+                );
+                (p, Some((file_len, whole)))
             }
         };
         let PerfFileReader {
@@ -584,7 +589,7 @@ impl PerfReader {
         } = parsed;
         let endian = perf_file.endian();
         let attrs = perf_file.event_attributes();
-        let fast = FastRecords::open(&path, &perf_file, cut_at)?;
+        let fast = FastRecords::open(&path, &perf_file, cut.map(|(_, whole)| whole))?;
         let layouts = attrs
             .iter()
             .map(|a| SampleLayout::from_attr(&a.attr, endian))
@@ -652,7 +657,7 @@ impl PerfReader {
             path,
             file: perf_file,
             iter: record_iter,
-            cut_at,
+            cut_at: cut.map(|(len, _)| len),
             rows_read: 0,
             fast,
             layouts,
@@ -1066,6 +1071,7 @@ const HEADER_DATA_OFFSET: u64 = 40;
 /// perf_file_header: magic, size, attr_size, attrs, data and event_types sections, then the
 /// 256-bit feature bitmap (`adds_features`) at 72..104.
 const HEADER_BYTES: usize = 104;
+const HEADER_DATA_SIZE: usize = HEADER_DATA_OFFSET as usize + 8;
 const HEADER_FEATURES_OFFSET: usize = 72;
 
 /// The perf.data file as the parser reads it: the file itself, or, for a file cut short, the
@@ -1073,7 +1079,7 @@ const HEADER_FEATURES_OFFSET: usize = 72;
 /// follow the data and are what a cut loses first, and the data size clamped to what is
 /// there). linux-perf-data reads every feature section before any record and has no way to
 /// skip them; this lets it read the records a cut file still holds, as `perf script` does.
-pub struct HeaderPatched {
+struct HeaderPatched {
     file: File,
     patch: Option<[u8; HEADER_BYTES]>,
     pos: u64,
@@ -1125,7 +1131,10 @@ fn truncation_patch(
         return None;
     }
     let le = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
-    let (data_offset, data_size) = (le(header, HEADER_DATA_OFFSET as usize), le(header, 48));
+    let (data_offset, data_size) = (
+        le(header, HEADER_DATA_OFFSET as usize),
+        le(header, HEADER_DATA_SIZE),
+    );
     if data_offset > file_len {
         return None;
     }
@@ -1158,7 +1167,7 @@ fn truncation_patch(
     }
     let mut h = *header;
     let whole = whole_records(file, data_offset, data_size.min(file_len - data_offset));
-    h[48..56].copy_from_slice(&whole.to_le_bytes());
+    h[HEADER_DATA_SIZE..HEADER_DATA_SIZE + 8].copy_from_slice(&whole.to_le_bytes());
     h[HEADER_FEATURES_OFFSET..].fill(0);
     Some(h)
 }
@@ -1203,8 +1212,6 @@ struct FastRecords {
     path: PathBuf,
     /// Bytes of the data section left, and the file offset of the next record.
     left: u64,
-    /// The file was cut short: a record reaching past its end ends the reading.
-    cut: bool,
     offset: u64,
     layout: SampleLayout,
     fixed: Option<FixedLayout>,
@@ -1224,7 +1231,13 @@ struct FastRecords {
 }
 
 impl FastRecords {
-    fn open(path: &Path, f: &PerfFile, cut_at: Option<u64>) -> Result<Option<FastRecords>, Error> {
+    /// `data_size`: the data section's size when the file was cut short (whole records only,
+    /// from the patched header), else the header's.
+    fn open(
+        path: &Path,
+        f: &PerfFile,
+        data_size: Option<u64>,
+    ) -> Result<Option<FastRecords>, Error> {
         let attrs = f.event_attributes();
         let Some(first) = attrs.first() else {
             return Ok(None);
@@ -1255,10 +1268,8 @@ impl FastRecords {
             .and_then(|_| file.read_exact(&mut h))
             .map_err(io)?;
         let data_offset = u64::from_le_bytes(h[..8].try_into().expect("8"));
-        let mut data_size = u64::from_le_bytes(h[8..].try_into().expect("8"));
-        if let Some(len) = cut_at {
-            data_size = data_size.min(len.saturating_sub(data_offset));
-        }
+        let data_size =
+            data_size.unwrap_or_else(|| u64::from_le_bytes(h[8..].try_into().expect("8")));
         file.seek(SeekFrom::Start(data_offset)).map_err(io)?;
         let sample_id_all = a0.flags.bits() & (1 << 18) != 0;
         let nonsample_time_from_end = (sample_id_all && t & SAMPLE_TIME != 0).then(|| {
@@ -1281,7 +1292,6 @@ impl FastRecords {
             rd: BufReader::with_capacity(1 << 20, file),
             path: path.to_path_buf(),
             left: data_size,
-            cut: cut_at.is_some(),
             offset: data_offset,
             layout: SampleLayout::from_attr(a0, Endianness::LittleEndian),
             fixed: FixedLayout::of(&SampleLayout::from_attr(a0, Endianness::LittleEndian)),
@@ -1341,11 +1351,6 @@ impl FastRecords {
             };
             let offset = self.offset;
             let size = size as u64;
-            if self.cut && size > self.left {
-                // the record the file was cut in: the end
-                self.left = 0;
-                return Ok(q.release(None));
-            }
             if size < 8 || size > self.left {
                 return Err(Error::new(
                     &self.path,
@@ -1502,17 +1507,10 @@ impl PerfReader {
         let mut buf = Vec::new();
         let mut any = false;
         while batch.records.len() < self.batch_rows {
-            let rec = match self.iter.next_record(&mut self.file) {
-                Ok(r) => r,
-                // the record the file was cut in: the end
-                Err(_) if self.cut_at.is_some() => None,
-                Err(e) => {
-                    return Err(Error::new(
-                        &self.path,
-                        format!("corrupt record stream: {e}"),
-                    ))
-                }
-            };
+            let rec = self
+                .iter
+                .next_record(&mut self.file)
+                .map_err(|e| Error::new(&self.path, format!("corrupt record stream: {e}")))?;
             let Some(rec) = rec else { break };
             any = true;
             let PerfFileRecord::EventRecord { attr_index, record } = rec else {

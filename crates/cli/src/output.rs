@@ -344,8 +344,6 @@ fn detail(r: &SimResult) -> String {
             s,
             "\nphase            start ms    end ms   references   LAR %  imbal %    MPKI  walk %  fault %"
         );
-        let opt =
-            |v: Option<f64>, prec: usize| v.map_or("-".to_string(), |x| format!("{x:.prec$}"));
         for p in &r.phases {
             let m = &p.metrics;
             let _ = writeln!(

@@ -69,9 +69,6 @@ pub fn run(a: ValidateArgs) -> Result<()> {
             a.epoch_us
         );
     }
-    if a.repeats == 0 {
-        bail!("--repeats 0: expected at least 1 run per configuration");
-    }
     if !(a.start_skew_us.is_finite() && a.start_skew_us > 0.0) {
         bail!(
             "--start-skew-us {}: expected a positive number of microseconds",

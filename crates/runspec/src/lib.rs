@@ -66,7 +66,7 @@ pub struct Defaults {
 /// `none` (or `4K`, `never`) → None; `2M` / `1G` → the hugetlbfs heap's page size.
 pub fn parse_hugetlb(s: &str) -> Result<Option<PageSize>> {
     match s.trim().to_ascii_lowercase().as_str() {
-        "none" | "never" | "off" | "4k" => Ok(None),
+        "none" | "never" | "off" => Ok(None),
         _ => match s.parse::<PageSize>() {
             Ok(PageSize::Base4K) => Ok(None),
             Ok(size) => Ok(Some(size)),

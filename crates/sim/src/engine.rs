@@ -230,13 +230,7 @@ struct Thread {
     hook_phase: Option<u16>,
 }
 
-impl Thread {
-    /// Instructions retired so far: `s.instructions` counts the compute ops' only, and each
-    /// memory reference is one more (counted here rather than on the hot path).
-    fn instructions(&self) -> u64 {
-        self.s.instructions + self.s.loads + self.s.stores
-    }
-}
+impl Thread {}
 
 /// Shared state every access touches.
 struct Shared {
@@ -1350,7 +1344,7 @@ impl Simulator {
         let per_thread: Vec<ThreadStats> = threads
             .iter()
             .map(|t| ThreadStats {
-                instructions: t.instructions(),
+                instructions: t.s.retired_instructions(),
                 ..t.s.clone()
             })
             .collect();
@@ -1530,7 +1524,7 @@ fn close_phase(th: &mut Thread, phases: &mut Vec<PhaseStats>) {
             .map_or_else(|| format!("phase{id}"), |s| s.to_string());
         let mut delta = th.s.since(&at_start);
         delta.time_ns = th.clock - start;
-        delta.instructions += delta.loads + delta.stores;
+        delta.instructions = delta.retired_instructions();
         let acc = delta.loads + delta.stores;
         let i = match phases.iter().position(|p| p.id == id) {
             Some(i) => {
@@ -2130,7 +2124,7 @@ impl MemoryView for Simulator {
             return ThreadCounters::default();
         };
         ThreadCounters {
-            instructions: t.instructions(),
+            instructions: t.s.retired_instructions(),
             loads: t.s.loads,
             stores: t.s.stores,
             llc_misses: t.s.llc_misses,

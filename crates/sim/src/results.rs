@@ -50,6 +50,12 @@ pub struct ThreadStats {
 }
 
 impl ThreadStats {
+    /// Instructions retired: `instructions` counts the compute ops' only, and each memory
+    /// reference is one more (added here rather than on the engine's hot path).
+    pub fn retired_instructions(&self) -> u64 {
+        self.instructions + self.loads + self.stores
+    }
+
     /// The counters accumulated since `earlier` (a snapshot of the same thread); identity
     /// fields are kept. Times are differences too.
     pub fn since(&self, earlier: &ThreadStats) -> ThreadStats {

@@ -52,13 +52,17 @@ pub const MAX_COPIES: usize = 1 << 16;
 
 /// One program of a mix: a workload and how many copies of it run, where.
 pub struct MixItem {
-    /// The workload spec of one copy, as `name()` writes it.
-    pub spec: String,
-    pub threads: usize,
     pub copies: usize,
     pub mempolicy: Option<String>,
     pub cpus: Option<String>,
     workload: Box<dyn Workload>,
+}
+
+impl MixItem {
+    /// Threads of one copy.
+    pub fn threads(&self) -> usize {
+        self.workload.threads()
+    }
 }
 
 /// A mix of programs, each with its number of copies.
@@ -126,7 +130,7 @@ impl Mix {
                 return Err(malformed(format!("'{item}': at least one copy is needed")));
             }
             let it = parse_item(prog, count, scale, &malformed)?;
-            total += it.threads * count;
+            total += it.threads() * count;
             if total > MAX_COPIES {
                 return Err(malformed(format!("more than {MAX_COPIES} threads")));
             }
@@ -209,8 +213,6 @@ fn parse_item(
     };
     let workload = crate::by_spec(&spec, threads)?;
     Ok(MixItem {
-        spec: workload.name(),
-        threads: workload.threads(),
         copies,
         mempolicy,
         cpus,
@@ -262,17 +264,18 @@ impl Workload for Mix {
             .items
             .iter()
             .map(|it| {
-                let (name, keys) = match it.spec.split_once(':') {
+                let spec = it.workload.name();
+                let (name, keys) = match spec.split_once(':') {
                     Some((n, k)) => (n, k.replace(',', ";")),
-                    None => (it.spec.as_str(), String::new()),
+                    None => (spec.as_str(), String::new()),
                 };
                 let mut keys: Vec<String> = keys
                     .split(';')
                     .filter(|k| !k.is_empty())
                     .map(String::from)
                     .collect();
-                if it.threads > 1 {
-                    keys.push(format!("threads={}", it.threads));
+                if it.threads() > 1 {
+                    keys.push(format!("threads={}", it.threads()));
                 }
                 if let Some(p) = &it.mempolicy {
                     keys.push(format!("mempolicy={p}"));
@@ -291,7 +294,7 @@ impl Workload for Mix {
     }
 
     fn threads(&self) -> usize {
-        self.items.iter().map(|it| it.threads * it.copies).sum()
+        self.items.iter().map(|it| it.threads() * it.copies).sum()
     }
 
     fn build(&self, mem: &mut dyn AddressSpace) -> Vec<ThreadSpec> {
