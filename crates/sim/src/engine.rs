@@ -1554,8 +1554,9 @@ fn close_phase(th: &mut Thread, phases: &mut Vec<PhaseStats>) {
             per_thread.resize_with(t + 1, ThreadStats::default);
         }
         let slot = &mut per_thread[t];
+        // where the thread is now (a policy may have moved it since it started)
         (slot.thread, slot.task, slot.cpu, slot.node) =
-            (th.s.thread, th.s.task, th.s.cpu, th.s.node);
+            (th.s.thread, th.s.task, th.cpu.0, th.node as u16);
         slot.add(&delta);
     }
 }

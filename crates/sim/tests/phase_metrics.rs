@@ -1,7 +1,9 @@
 //! Every metric per phase (issue "Trustworthy simulation I", item 4): a phase's LAR,
 //! imbalance and counters come from that phase alone.
 
-use numalab_core::{AccessKind, MapOptions, MemPolicy, NodeId, Op};
+use numalab_core::{
+    AccessKind, Action, CpuId, MapOptions, MemPolicy, MemoryView, NodeId, Op, Policy, ThreadId,
+};
 use numalab_sim::{simulate, Pinning, SimConfig};
 use numalab_workloads::script::Script;
 
@@ -87,4 +89,60 @@ fn each_phase_reports_its_own_locality_and_traffic() {
         2 * MIB8 / 4096
     );
     assert!(p0.metrics.max_page_fault_time_share_percent.unwrap() > 0.0);
+}
+
+/// Moves thread 0 to CPU 12 (node 1 of xeon-x5650-2n) when it reaches phase 1.
+struct MoveAtPhase1;
+
+impl Policy for MoveAtPhase1 {
+    fn name(&self) -> &str {
+        "move-at-phase-1"
+    }
+    fn period_ns(&self) -> u64 {
+        1_000_000_000
+    }
+    fn tick(&mut self, _: &dyn MemoryView) -> Vec<Action> {
+        Vec::new()
+    }
+    fn on_phase(&mut self, _: &dyn MemoryView, thread: ThreadId, phase: u16) -> Vec<Action> {
+        if (thread.0, phase) == (0, 1) {
+            vec![Action::MoveThread {
+                thread,
+                cpu: CpuId(12),
+            }]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+#[test]
+fn a_phase_counts_a_moved_thread_on_the_node_it_moved_to() {
+    // One thread writes 8 MiB on node 0 (phase 0), is moved to node 1, and reads it back
+    // (phase 1): phase 1's reads are remote, from node 1's point of view.
+    const MIB8: u64 = 8 << 20;
+    let w = Script {
+        maps: vec![(MIB8, MapOptions::default())],
+        threads: 1,
+        ops: |b: &[u64], _| {
+            vec![
+                Op::Phase { id: 0 },
+                lines(b[0], MIB8, AccessKind::Write),
+                Op::Phase { id: 1 },
+                lines(b[0], MIB8, AccessKind::Read),
+                lines(b[0], MIB8, AccessKind::Read),
+            ]
+        },
+    };
+    let m = numalab_machine::preset("xeon-x5650-2n").unwrap();
+    let cfg = SimConfig {
+        pinning: "0".parse::<Pinning>().unwrap(),
+        policies: vec![Box::new(MoveAtPhase1)],
+        ..Default::default()
+    };
+    let r = simulate(&m, &w, cfg).unwrap();
+    let (p0, p1) = (&r.phases[0], &r.phases[1]);
+    assert_eq!((p0.per_thread[0].node, p1.per_thread[0].node), (0, 1));
+    assert!(p0.metrics.lar_percent.unwrap() > 95.0);
+    assert!(p1.metrics.lar_percent.unwrap() < 5.0, "{:?}", p1.metrics);
 }
