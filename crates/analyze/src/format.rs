@@ -318,7 +318,7 @@ impl<W: Write> SampleWriter<W> {
 /// Reads a sample stream one record batch at a time.
 pub struct SampleReader<R: Read> {
     path: PathBuf,
-    reader: StreamReader<R>,
+    reader: StreamReader<Checked<R>>,
     meta: FileMeta,
     placement: Option<Placement>,
     /// Records read so far, and the note once the stream ended inside a batch.
@@ -340,7 +340,213 @@ impl SampleReader<BufReader<File>> {
     }
 }
 
-fn stream_reader<R: Read>(src: R, path: &Path, want: &str) -> Result<StreamReader<R>, Error> {
+/// A stream whose schema message [`checked_schema`] has read and checked, then the rest,
+/// every message's framing checked as it passes ([`Framed`]).
+type Checked<R> = Framed<std::io::Chain<std::io::Cursor<Vec<u8>>, R>>;
+
+/// The largest message body accepted: a numalab batch of 65 536 samples is about 4 MB.
+const BODY_MAX_BYTES: u64 = 256 << 20;
+
+/// The bytes of an Arrow IPC stream, passed through unchanged, each message's metadata
+/// checked before the arrow reader sees it: arrow-ipc allocates a message's claimed body
+/// length before reading it (2^53 bytes aborted the process: found by fuzz/arrow_samples),
+/// so a metadata block that does not verify or claims a body over [`BODY_MAX_BYTES`] is an
+/// I/O error here instead. A stream cut short passes what it has (the reader then stops at
+/// its last whole batch).
+struct Framed<R> {
+    inner: R,
+    /// Checked bytes not yet handed on, and how many were.
+    pending: Vec<u8>,
+    at: usize,
+    /// Body bytes of the current message still to pass through.
+    body_left: u64,
+    /// The end-of-stream marker passed (or the source ended): pass the rest through.
+    done: bool,
+}
+
+impl<R: Read> Framed<R> {
+    fn new(inner: R) -> Framed<R> {
+        Framed {
+            inner,
+            pending: Vec::new(),
+            at: 0,
+            body_left: 0,
+            done: false,
+        }
+    }
+
+    /// Read up to `n` bytes into `pending`; false when the source ended first.
+    fn take(&mut self, n: usize) -> std::io::Result<bool> {
+        let start = self.pending.len();
+        self.pending.resize(start + n, 0);
+        let mut got = 0;
+        while got < n {
+            match self.inner.read(&mut self.pending[start + got..])? {
+                0 => break,
+                k => got += k,
+            }
+        }
+        self.pending.truncate(start + got);
+        Ok(got == n)
+    }
+
+    /// Read and check the next message's prefix and metadata into `pending`.
+    fn next_message(&mut self) -> std::io::Result<()> {
+        let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
+        self.pending.clear();
+        self.at = 0;
+        if !self.take(4)? {
+            self.done = true;
+            return Ok(());
+        }
+        if self.pending[..4] == [0xff; 4] && !self.take(4)? {
+            self.done = true;
+            return Ok(());
+        }
+        let n = self.pending.len();
+        let len = i32::from_le_bytes(self.pending[n - 4..].try_into().expect("4 bytes"));
+        if len == 0 {
+            self.done = true; // the end-of-stream marker
+            return Ok(());
+        }
+        let len = usize::try_from(len)
+            .ok()
+            .filter(|&l| l <= SCHEMA_MAX_BYTES)
+            .ok_or_else(|| invalid(format!("a message's metadata claims {len} bytes")))?;
+        if !self.take(len)? {
+            self.done = true;
+            return Ok(());
+        }
+        let msg = arrow_ipc::root_as_message(&self.pending[n..])
+            .map_err(|e| invalid(format!("a message's metadata is corrupt: {e}")))?;
+        let body = u64::try_from(msg.bodyLength())
+            .ok()
+            .filter(|&b| b <= BODY_MAX_BYTES)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "a message claims a body of {} bytes (at most {BODY_MAX_BYTES} accepted)",
+                    msg.bodyLength()
+                ))
+            })?;
+        self.body_left = body;
+        Ok(())
+    }
+}
+
+impl<R: Read> Read for Framed<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            if self.at < self.pending.len() {
+                let n = buf.len().min(self.pending.len() - self.at);
+                buf[..n].copy_from_slice(&self.pending[self.at..self.at + n]);
+                self.at += n;
+                return Ok(n);
+            }
+            if self.done {
+                return self.inner.read(buf);
+            }
+            if self.body_left > 0 {
+                let want = buf.len().min(self.body_left as usize);
+                let n = self.inner.read(&mut buf[..want])?;
+                if n == 0 {
+                    self.done = true;
+                }
+                self.body_left -= n as u64;
+                return Ok(n);
+            }
+            self.next_message()?;
+        }
+    }
+}
+
+/// The largest schema message accepted: numalab's are about 1 KiB.
+const SCHEMA_MAX_BYTES: usize = 1 << 20;
+
+/// Read the stream's first message and check that arrow-ipc can decode it as a schema:
+/// arrow-ipc unwraps and panics on malformed schemas (a missing field list, an integer of an
+/// unknown width, a type table the union does not hold, found by fuzz/arrow_samples), so a
+/// corrupt file must be refused before it reaches it. Only the types numalab writes are
+/// accepted (integers, floats, booleans, strings, and dictionaries of those). Returns the
+/// message's bytes, to be read again by the arrow reader.
+fn checked_schema<R: Read>(src: &mut R, path: &Path, want: &str) -> Result<Vec<u8>, Error> {
+    use arrow_ipc::{Precision, Type};
+    let bad = |why: String| {
+        Error::new(
+            path,
+            format!("not an Arrow IPC stream (expected a numalab {want} file): {why}"),
+        )
+    };
+    let mut prefix = vec![0u8; 8];
+    let first = src
+        .read(&mut prefix[..4])
+        .map_err(|e| bad(format!("cannot read it: {e}")))?;
+    if first == 0 {
+        return Err(bad("the stream is empty (0 bytes)".into()));
+    }
+    src.read_exact(&mut prefix[first..4])
+        .map_err(|e| bad(format!("cannot read its first message: {e}")))?;
+    let mut at = 4;
+    if prefix[..4] == [0xff; 4] {
+        src.read_exact(&mut prefix[4..8])
+            .map_err(|e| bad(format!("cannot read its first message: {e}")))?;
+        at = 8;
+    }
+    prefix.truncate(at);
+    let len = i32::from_le_bytes(prefix[at - 4..at].try_into().expect("4 bytes"));
+    let len = usize::try_from(len)
+        .ok()
+        .filter(|&l| l > 0 && l <= SCHEMA_MAX_BYTES)
+        .ok_or_else(|| bad(format!("its schema message claims {len} bytes")))?;
+    let mut message = vec![0u8; len];
+    src.read_exact(&mut message).map_err(|_| {
+        bad(format!(
+            "the file ends inside its {len}-byte schema message"
+        ))
+    })?;
+    let msg = arrow_ipc::root_as_message(&message)
+        .map_err(|e| bad(format!("its schema message is corrupt: {e}")))?;
+    let schema = msg
+        .header_as_schema()
+        .ok_or_else(|| bad("its first message is not a schema".into()))?;
+    let fields = schema
+        .fields()
+        .ok_or_else(|| bad("its schema has no field list".into()))?;
+    let int_ok =
+        |i: Option<arrow_ipc::Int>| i.is_some_and(|i| matches!(i.bitWidth(), 8 | 16 | 32 | 64));
+    for (n, f) in fields.iter().enumerate() {
+        let name = f.name().unwrap_or("?");
+        let what = |why: &str| bad(format!("schema field {n} ('{name}') {why}"));
+        if let Some(d) = f.dictionary() {
+            if !int_ok(d.indexType()) {
+                return Err(what("has a dictionary without a valid index type"));
+            }
+        }
+        let ok = match f.type_type() {
+            Type::Bool | Type::Utf8 => true,
+            Type::Int => int_ok(f.type_as_int()),
+            Type::FloatingPoint => f
+                .type_as_floating_point()
+                .is_some_and(|p| matches!(p.precision(), Precision::SINGLE | Precision::DOUBLE)),
+            _ => false,
+        };
+        if !ok {
+            return Err(what(&format!(
+                "has type {:?}, not one numalab writes (or a malformed one)",
+                f.type_type()
+            )));
+        }
+    }
+    prefix.extend_from_slice(&message);
+    Ok(prefix)
+}
+
+fn stream_reader<R: Read>(
+    mut src: R,
+    path: &Path,
+    want: &str,
+) -> Result<StreamReader<Checked<R>>, Error> {
+    let schema = checked_schema(&mut src, path, want)?;
+    let src = Framed::new(std::io::Cursor::new(schema).chain(src));
     let reader = StreamReader::try_new(src, None).map_err(|e| {
         Error::new(
             path,

@@ -546,6 +546,12 @@ impl PerfReader {
                 "the file is empty (0 bytes): perf record wrote nothing to it",
             ));
         }
+        if let Some(why) = implausible_feature_section(&mut open()?, file_len) {
+            return Err(Error::new(
+                &path,
+                format!("not a readable perf.data file: {why}"),
+            ));
+        }
         let (parsed, cut) = match PerfFileReader::parse_file(BufReader::new(HeaderPatched::plain(
             f,
         ))) {
@@ -638,12 +644,7 @@ impl PerfReader {
                 .flatten()
                 .unwrap_or("")
                 .to_string(),
-            workload: perf_file
-                .cmdline()
-                .ok()
-                .flatten()
-                .map(|v| v.join(" "))
-                .unwrap_or_default(),
+            workload: cmdline(&perf_file),
             origin: "perf".into(),
             sample_period,
             page_size: Some(PageSize::Base4K),
@@ -1118,6 +1119,84 @@ impl Seek for HeaderPatched {
     }
 }
 
+/// The recorded command line (`HEADER_CMDLINE`), empty when absent or malformed.
+/// linux-perf-data reserves room for as many strings as the section's count says before
+/// reading them (a count of a billion in a few bytes asked for 32 GB: found by
+/// fuzz/perf_data), so the count is checked against the section's size first: every string
+/// takes at least its 4-byte length.
+fn cmdline(perf_file: &PerfFile) -> String {
+    let Some(data) = perf_file.feature_section_data(Feature::CMDLINE) else {
+        return String::new();
+    };
+    let Some(count) = data.get(..4).map(|b| {
+        let b: [u8; 4] = b.try_into().expect("4 bytes");
+        match perf_file.endian() {
+            Endianness::LittleEndian => u32::from_le_bytes(b),
+            Endianness::BigEndian => u32::from_be_bytes(b),
+        }
+    }) else {
+        return String::new();
+    };
+    if count as usize > (data.len() - 4) / 4 {
+        return String::new();
+    }
+    perf_file
+        .cmdline()
+        .ok()
+        .flatten()
+        .map(|v| v.join(" "))
+        .unwrap_or_default()
+}
+
+/// Feature sections past this many bytes beyond the file's end are corruption, not a cut
+/// (after the data, feature sections are kilobytes).
+const FEATURES_MAX: u64 = 64 << 20;
+
+/// Why the file's feature-section table is corrupt, if it is: an entry ending far beyond
+/// the file. linux-perf-data allocates every feature section's claimed size before reading
+/// it (a 10 TB claim aborted the process: found by fuzz/perf_data), so such a file is
+/// refused first. A table that is not there (a cut file) is left to the truncation path.
+fn implausible_feature_section(file: &mut File, file_len: u64) -> Option<String> {
+    let mut header = [0u8; HEADER_BYTES];
+    file.read_exact(&mut header).ok()?;
+    let big = match &header[..8] {
+        b"PERFILE2" => false,
+        b"2ELIFREP" => true,
+        _ => return None,
+    };
+    let word = |b: &[u8], at: usize| {
+        let w: [u8; 8] = b[at..at + 8].try_into().expect("8 bytes");
+        if big {
+            u64::from_be_bytes(w)
+        } else {
+            u64::from_le_bytes(w)
+        }
+    };
+    let data_offset = word(&header, HEADER_DATA_OFFSET as usize);
+    let data_size = word(&header, HEADER_DATA_SIZE);
+    let Some(data_end) = data_offset.checked_add(data_size) else {
+        return Some(format!(
+            "its data section ({data_size} bytes at offset {data_offset}) overflows"
+        ));
+    };
+    let features: u32 = header[HEADER_FEATURES_OFFSET..]
+        .iter()
+        .map(|b| b.count_ones())
+        .sum();
+    let mut table = vec![0u8; features as usize * 16];
+    file.seek(SeekFrom::Start(data_end)).ok()?;
+    file.read_exact(&mut table).ok()?;
+    let limit = file_len.saturating_add(FEATURES_MAX);
+    table.chunks_exact(16).enumerate().find_map(|(i, e)| {
+        let (at, len) = (word(e, 0), word(e, 8));
+        (len > limit || at.saturating_add(len) > limit).then(|| {
+            format!(
+                "feature section {i} claims {len} bytes at offset {at}, far beyond the file's end ({file_len} bytes)"
+            )
+        })
+    })
+}
+
 /// A perf.data header patched for `file` of `file_len` bytes when the file is shorter than
 /// its header says: its data section, or the feature sections that follow the data (their
 /// table of offsets and sizes sits right after the data). None when nothing is cut (the
@@ -1151,7 +1230,6 @@ fn truncation_patch(
             .and_then(|_| file.read_exact(&mut table));
         // a cut leaves plausible entries (after the data, feature sections are kilobytes)
         // that end past the file; an entry pointing far beyond it is corruption instead
-        const FEATURES_MAX: u64 = 64 << 20;
         let plausible = table.chunks_exact(16).all(|e| {
             let (at, len) = (le(e, 0), le(e, 8));
             at >= data_end && at.saturating_add(len) <= file_len.saturating_add(FEATURES_MAX)
@@ -1702,6 +1780,12 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<CpuId>, String> {
         if b < a {
             return Err(bad());
         }
+        if b >= numalab_core::ids::MAX_CPU_ID {
+            return Err(format!(
+                "bad CPU list '{s}': CPU {b} is beyond the largest CPU id accepted ({})",
+                numalab_core::ids::MAX_CPU_ID - 1
+            ));
+        }
         v.extend((a..=b).map(CpuId));
     }
     Ok(v)
@@ -1912,5 +1996,8 @@ mod tests {
         );
         assert!(parse_cpu_list("3-1").is_err());
         assert!(parse_cpu_list("x").is_err());
+        // a perf.data header or sysfs copy naming absurd CPUs is refused, not allocated
+        let e = parse_cpu_list("0-4000000000").unwrap_err();
+        assert!(e.contains("beyond the largest CPU id"), "{e}");
     }
 }

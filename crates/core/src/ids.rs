@@ -3,6 +3,11 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// CPU ids at or above this are rejected by every CPU-list parser: far beyond any kernel's
+/// NR_CPUS (8192 on x86-64 MAXSMP), and it bounds the memory a hostile list like
+/// `0-4294967295` could make a parser allocate.
+pub const MAX_CPU_ID: u32 = 1 << 16;
+
 macro_rules! id_newtype {
     ($(#[$m:meta])* $name:ident($inner:ty), $prefix:literal) => {
         $(#[$m])*

@@ -5,9 +5,7 @@ use crate::error::ParseError;
 use numalab_core::nodemask::MAX_NODES;
 use numalab_core::{CpuId, NodeId, NodeMask};
 
-/// CPU ids at or above this are rejected: far beyond any kernel's NR_CPUS (8192 on x86-64
-/// MAXSMP), and it bounds the memory a hostile list like `0-4294967295` could make us allocate.
-pub const MAX_CPU_ID: u32 = 1 << 16;
+pub use numalab_core::ids::MAX_CPU_ID;
 
 /// Split a kernel list (`0-3,6`) into inclusive ranges, checking each bound against `limit`.
 fn parse_ranges(

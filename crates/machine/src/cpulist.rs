@@ -1,6 +1,7 @@
 //! CPU lists in the kernel's list syntax (`0-11,24-35`), as `/sys/devices/system/node/nodeN/cpulist`
 //! and `numactl -H` print them, so node tables can be copied from a real machine.
 
+use numalab_core::ids::MAX_CPU_ID;
 use numalab_core::CpuId;
 
 /// Parse `0-11,24-35`, `0,2,4` or the empty string (a CPU-less node). The result is sorted
@@ -24,6 +25,12 @@ pub fn parse(spec: &str) -> Result<Vec<CpuId>, String> {
         let (lo, hi) = (num(lo)?, num(hi)?);
         if lo > hi {
             return Err(format!("range '{part}' is reversed"));
+        }
+        if hi >= MAX_CPU_ID {
+            return Err(format!(
+                "CPU {hi} in '{part}' is beyond the largest CPU id accepted ({})",
+                MAX_CPU_ID - 1
+            ));
         }
         cpus.extend((lo..=hi).map(CpuId));
     }
@@ -73,5 +80,13 @@ mod tests {
         assert!(parse("0-x").is_err());
         assert!(parse("0,,1").is_err());
         assert!(parse("0-3,2").is_err());
+    }
+
+    #[test]
+    fn ids_beyond_the_largest_accepted_are_refused_before_anything_is_allocated() {
+        // found by fuzz/node_cpu_specs: this list asked for 9 GB of CPU ids
+        let e = parse("0,16-2301623004").unwrap_err();
+        assert!(e.contains("2301623004") && e.contains("65535"), "{e}");
+        assert_eq!(parse("65535").unwrap(), vec![CpuId(65535)]);
     }
 }

@@ -3,6 +3,7 @@
 //! relative to the caller's cpuset (`Mems_allowed` / `Cpus_allowed`). Absolute numbers must be
 //! online and inside the cpuset; the errors say which set a number missed.
 
+use numalab_core::ids::MAX_CPU_ID;
 use numalab_core::{CpuId, NodeId, NodeMask};
 use thiserror::Error;
 
@@ -85,7 +86,9 @@ fn list_numbers(spec: &str, body: &str) -> Result<Vec<usize>, SpecError> {
     if body.is_empty() {
         return Err(malformed("empty list".into()));
     }
-    let mut out = Vec::new();
+    // a set of bits, not a list: a spec repeating a wide range many times stays small
+    let limit = MAX_CPU_ID as usize;
+    let mut seen = vec![0u64; limit / 64];
     for part in body.split(',') {
         let part = part.trim();
         let (lo, hi) = part.split_once('-').unwrap_or((part, part));
@@ -98,14 +101,19 @@ fn list_numbers(spec: &str, body: &str) -> Result<Vec<usize>, SpecError> {
         if lo > hi {
             return Err(malformed(format!("range '{part}' is reversed")));
         }
-        if hi - lo > 1 << 16 {
-            return Err(malformed(format!("range '{part}' is too large")));
+        if hi >= limit {
+            return Err(malformed(format!(
+                "{hi} in '{part}' is beyond the largest node or CPU id accepted ({})",
+                limit - 1
+            )));
         }
-        out.extend(lo..=hi);
+        for i in lo..=hi {
+            seen[i / 64] |= 1 << (i % 64);
+        }
     }
-    out.sort_unstable();
-    out.dedup();
-    Ok(out)
+    Ok((0..limit)
+        .filter(|&i| seen[i / 64] & (1 << (i % 64)) != 0)
+        .collect())
 }
 
 /// Resolve a numactl node spec (`--membind`, `--interleave`, `--cpunodebind`, ...).
@@ -241,6 +249,20 @@ mod tests {
         );
         assert_eq!(nodes("!2"), "1,3");
         assert_eq!(nodes("!1-2"), "3");
+    }
+
+    #[test]
+    fn huge_and_repeated_ranges_stay_small() {
+        let e = parse_cpus("0-4294967295", &ctx()).unwrap_err();
+        assert!(e.to_string().contains("beyond the largest"), "{e}");
+        // wide ranges repeated many times: a set, not a list of every repeat
+        let spec = vec!["2-65535"; 512].join(",");
+        let e = parse_cpus(&spec, &ctx()).unwrap_err();
+        assert!(matches!(e, SpecError::UnknownCpu { cpu: 8, .. }), "{e}");
+        assert_eq!(
+            parse_cpus(&vec!["2-3"; 1000].join(","), &ctx()).unwrap(),
+            vec![CpuId(2), CpuId(3)]
+        );
     }
 
     #[test]

@@ -162,9 +162,22 @@ fn false_sharing(b: &[u64], t: usize, chunk: usize, out: &mut Vec<Op>) -> bool {
     chunk < PASSES * chunks_per_pass
 }
 
+/// The preset with its move_pages costs shrunk as a scenario's period is shrunk from §7's
+/// 1 s, so that a period's migrations take the share of it they take in a real one (what
+/// NUMA balancing's `scale_costs` does for its own costs). Moves of huge pages block their
+/// readers while copied (docs/model.md, "Migration entries"): 20 of them at 600 MB/s are
+/// 70 ms, 7 % of a 1 s period but 17 periods of 4 ms.
+fn machine_with_costs_scaled_to(period_ms: f64) -> numalab_machine::Machine {
+    let mut m = machine();
+    let shrink = 1000.0 / period_ms;
+    m.os.move_pages_base_ns /= shrink;
+    m.os.move_pages_mbps *= shrink;
+    m
+}
+
 #[test]
 fn splits_falsely_shared_huge_pages_only_after_two_agreeing_iterations() {
-    let m = machine();
+    let m = machine_with_costs_scaled_to(4.0);
     let w = Script {
         maps: vec![FS_PAGES * MB2],
         threads: 4,

@@ -222,6 +222,16 @@ struct Thread {
     /// The clock at the start of the current turn: overlap never takes the clock back
     /// past it.
     turn_clock: f64,
+    /// Lines of huge pages this thread zeroed in the current epoch, and its DRAM reads at
+    /// the epoch's start: the share of a backlog wait spent in the fault handler
+    /// (`Simulator::wait_for_backlogs`).
+    epoch_zero_lines: u64,
+    epoch_dram_start: u64,
+    /// The huge page its fault is zeroing, written over the fault's time (`zero_fill`), and
+    /// whether it wrote some in the current epoch (a thread ahead in its fault waits for
+    /// the backlog it joins: `wait_for_backlogs`).
+    zeroing: Option<Zeroing>,
+    zeroed_in_epoch: bool,
     s: ThreadStats,
     /// The phase the thread is in: its id, start clock and the counters at its start.
     phase: Option<(u16, f64, Box<ThreadStats>)>,
@@ -231,6 +241,36 @@ struct Thread {
 }
 
 impl Thread {}
+
+/// A huge page being zeroed by its thread's fault: `bytes` written to `node` at an even rate
+/// over `[from_ns, until_ns)`; `written` of them are in the epochs closed so far.
+#[derive(Copy, Clone, Debug)]
+struct Zeroing {
+    node: usize,
+    bytes: u64,
+    from_ns: f64,
+    until_ns: f64,
+    written: u64,
+}
+
+impl Zeroing {
+    /// The bytes written by `t_ns` and not counted yet; counts them.
+    fn take_until(&mut self, t_ns: f64) -> u64 {
+        let frac = ((t_ns - self.from_ns) / (self.until_ns - self.from_ns)).clamp(0.0, 1.0);
+        let by_now = (self.bytes as f64 * frac).round() as u64;
+        let new = by_now.saturating_sub(self.written);
+        self.written += new;
+        new
+    }
+}
+
+/// The daemons and kernel threads whose work runs on some CPU (`Simulator::run_daemon`).
+#[derive(Copy, Clone)]
+enum Daemon {
+    /// A policy's user-level daemon (Carrefour's, the NUMA manager's) calling move_pages.
+    Policy = 0,
+    Khugepaged = 1,
+}
 
 /// Shared state every access touches.
 struct Shared {
@@ -269,6 +309,8 @@ pub struct Simulator {
     phases: Vec<PhaseStats>,
     now: f64,
     policy_ns: f64,
+    /// When the policy daemon's and khugepaged's current work ends (`run_daemon`), ns.
+    daemon_free_ns: [f64; 2],
     /// Policy hooks that acted, with their decisions (`SimResult::policy_log`).
     policy_log: Vec<PolicyLogEntry>,
     /// Policies are configured: phase ops stop a thread's run for `on_phase`.
@@ -402,6 +444,10 @@ impl Simulator {
                     window: Window::default(),
                     sb: StoreBuffer::default(),
                     turn_clock: 0.0,
+                    epoch_zero_lines: 0,
+                    zeroing: None,
+                    zeroed_in_epoch: false,
+                    epoch_dram_start: 0,
                     s: ThreadStats {
                         thread: i as u32,
                         task: spec.task.0,
@@ -486,6 +532,7 @@ impl Simulator {
             phases: Vec::new(),
             now: 0.0,
             policy_ns: 0.0,
+            daemon_free_ns: [0.0; 2],
             policy_log: Vec::new(),
             hooks: false,
             moved: Vec::new(),
@@ -558,6 +605,14 @@ impl Simulator {
             if !self.sh.os.first_touch.is_empty() {
                 self.sh.os.end_first_touch_epoch();
             }
+            if !self.sh.os.migrating.is_empty() {
+                self.sh.os.end_migrations(end);
+            }
+            for th in &mut self.threads {
+                if th.zeroing.is_some() {
+                    th.zeroed_in_epoch |= write_zeroing(th, &mut self.sh, end);
+                }
+            }
             let served = self.sh.mem.end_epoch(epoch);
             self.wait_for_backlogs(end, &served.stall_until_ns, &clocks_at_start);
             let bytes = served.ctrl_bytes;
@@ -619,6 +674,10 @@ impl Simulator {
                 ctrl_bytes: tl_acc,
             });
         }
+        // the last faults' zeroing, in the controllers' byte counts
+        for th in &mut self.threads {
+            write_zeroing(th, &mut self.sh, f64::INFINITY);
+        }
         let avg_util: Vec<f64> = util_sum.iter().map(|u| u / epochs.max(1) as f64).collect();
         Ok(self.finish(started, timeline, avg_util))
     }
@@ -631,10 +690,22 @@ impl Simulator {
     fn wait_for_backlogs(&mut self, end: f64, stall_until_ns: &[f64], clocks_at_start: &[f64]) {
         for (th, &before) in self.threads.iter_mut().zip(clocks_at_start) {
             let until = end + stall_until_ns[th.node];
-            if stall_until_ns[th.node] > 0.0 && th.clock != before && th.clock < until {
-                th.s.memory_ns += until - th.clock;
+            // a thread in a fault that zeroed in this epoch issued traffic in it
+            let zeroed = std::mem::take(&mut th.zeroed_in_epoch);
+            let issued = th.clock != before || zeroed;
+            if stall_until_ns[th.node] > 0.0 && issued && th.clock < until {
+                // the share of the thread's lines that zeroed its faults' huge pages is time
+                // in the fault handler; the rest waits for its own data
+                let dram = th.s.dram_local + th.s.dram_remote;
+                let zero = th.epoch_zero_lines as f64;
+                let in_fault = zero / (zero + (dram - th.epoch_dram_start) as f64).max(1.0);
+                let wait = until - th.clock;
+                th.s.fault_ns += wait * in_fault;
+                th.s.memory_ns += wait * (1.0 - in_fault);
                 th.clock = until;
             }
+            th.epoch_zero_lines = 0;
+            th.epoch_dram_start = th.s.dram_local + th.s.dram_remote;
         }
     }
 
@@ -964,6 +1035,14 @@ impl Simulator {
             .os
             .khugepaged_scan(self.cfg.khugepaged_ranges_per_scan);
         for (start, copies) in collapsed {
+            // khugepaged copies the range's pages into the new huge page, the range under
+            // migration entries meanwhile, on some CPU (`run_daemon`)
+            let bytes: u64 = copies.iter().map(|c| c.2).sum();
+            let ns = bytes as f64 / self.sh.p.kernel_copy_bytes_per_ns;
+            let from_ns = self.run_daemon(Daemon::Khugepaged, ns);
+            self.sh
+                .os
+                .mark_migrating(start, PageSize::Huge2M, from_ns, from_ns + ns);
             for (from, to, bytes) in copies {
                 if from != to {
                     self.sh.mem.copy(from, to, bytes);
@@ -991,7 +1070,7 @@ impl Simulator {
     }
 
     /// Carry out policy actions. Copies load the memory system; migration cost goes to the
-    /// policy (a daemon on its own CPU), TLB shootdowns stall the task's threads.
+    /// policy's daemon (`charge`), TLB shootdowns stall the task's threads.
     fn apply(&mut self, actions: Vec<Action>) {
         self.apply_as(actions, None)
     }
@@ -1054,7 +1133,7 @@ impl Simulator {
                     to,
                 } => {
                     let r = self.sh.os.migrate_range(start, len_bytes, to);
-                    self.after_migration(task, r, true);
+                    self.after_migration(task, r, caller);
                 }
                 Action::MovePages { task, pages } => {
                     let mut r = MigrateReport::default();
@@ -1063,7 +1142,7 @@ impl Simulator {
                             self.sh.os.migrate_folio(fs, pte, to, &mut r);
                         }
                     }
-                    self.after_migration(task, r, true);
+                    self.after_migration(task, r, caller);
                 }
                 Action::Interleave {
                     task,
@@ -1072,11 +1151,11 @@ impl Simulator {
                     nodes,
                 } => {
                     let r = self.sh.os.interleave_range(start, len_bytes, &nodes);
-                    self.after_migration(task, r, true);
+                    self.after_migration(task, r, caller);
                 }
                 Action::SplitHuge { task, addr } => {
                     if let Some((s, size)) = self.sh.os.split(addr) {
-                        self.policy_ns += self.sh.p.split_ns;
+                        self.charge(caller, self.sh.p.split_ns);
                         self.shootdown(task, s, size.bytes());
                     }
                 }
@@ -1161,24 +1240,28 @@ impl Simulator {
         }
     }
 
-    fn after_migration(&mut self, task: TaskId, r: MigrateReport, user: bool) {
+    /// A move_pages call made for a policy moved `r`'s folios: its copies load the memory
+    /// system; its time (`move_pages_base_ns + bytes / move_pages_mbps`) goes to its caller
+    /// (`charge`); each folio is under a migration entry while its copy runs, in the call's
+    /// order from the call's start (`Os::mark_migrating`); the task's TLBs are shot down.
+    fn after_migration(&mut self, task: TaskId, r: MigrateReport, caller: Option<usize>) {
         let bytes: u64 = r.copies.iter().map(|c| c.2).sum();
         for &(from, to, b) in &r.copies {
             self.sh.mem.copy(from, to, b);
         }
         if r.folios_moved > 0 {
-            let (base, rate) = if user {
-                (
-                    self.sh.p.move_pages_base_ns,
-                    self.sh.p.move_pages_bytes_per_ns,
-                )
-            } else {
-                (0.0, self.sh.p.kernel_copy_bytes_per_ns)
-            };
-            self.policy_ns += base + bytes as f64 / rate;
-            for (s, size) in &r.moved {
+            let (base, rate) = (
+                self.sh.p.move_pages_base_ns,
+                self.sh.p.move_pages_bytes_per_ns,
+            );
+            let start = self.charge(caller, base + bytes as f64 / rate);
+            let mut at = start + base;
+            for &(s, size) in &r.moved {
+                let until = at + size.bytes() as f64 / rate;
+                self.sh.os.mark_migrating(s, size, at, until);
+                at = until;
                 for th in self.threads.iter().filter(|t| t.task == task) {
-                    self.cores.state(th.core).tlb.invalidate(*s, *size);
+                    self.cores.state(th.core).tlb.invalidate(s, size);
                 }
             }
             self.shootdown(task, 0, 0);
@@ -1186,15 +1269,45 @@ impl Simulator {
     }
 
     /// Time of a call made for a policy: to thread `caller` when a hook runs in its context,
-    /// else to the policy (a daemon on its own CPU).
-    fn charge(&mut self, caller: Option<usize>, ns: f64) {
+    /// else to the policy's daemon (`run_daemon`). Returns when the call starts.
+    fn charge(&mut self, caller: Option<usize>, ns: f64) -> f64 {
         match caller.and_then(|t| self.threads.get_mut(t)) {
             Some(th) => {
+                let start = th.clock;
+                th.clock += ns;
+                th.s.migration_ns += ns;
+                start
+            }
+            None => {
+                self.policy_ns += ns;
+                self.run_daemon(Daemon::Policy, ns)
+            }
+        }
+    }
+
+    /// `ns` of work of a daemon or kernel thread, from the epoch's end or the end of its
+    /// previous work, whichever is later; returns its start. It runs on a CPU no live thread
+    /// holds when there is one; when every CPU runs a live thread, the scheduler gives it one
+    /// of theirs, whose thread loses that time (charged as migration time to the live thread
+    /// least advanced in simulated time, the approximation of which CPU it wakes on). A thread
+    /// waiting at a barrier leaves its CPU to it.
+    fn run_daemon(&mut self, which: Daemon, ns: f64) -> f64 {
+        let start = self.now.max(self.daemon_free_ns[which as usize]);
+        self.daemon_free_ns[which as usize] = start + ns;
+        let running = |t: &Thread| !t.finished && !t.waiting;
+        let busy = self.threads.iter().filter(|t| running(t)).count();
+        if busy >= self.machine.topology.num_cpus() {
+            let victim = self
+                .threads
+                .iter_mut()
+                .filter(|t| running(t))
+                .min_by(|a, b| a.clock.total_cmp(&b.clock));
+            if let Some(th) = victim {
                 th.clock += ns;
                 th.s.migration_ns += ns;
             }
-            None => self.policy_ns += ns,
         }
+        start
     }
 
     fn thread_info(&self, t: usize) -> ThreadInfo {
@@ -1808,6 +1921,46 @@ fn drain_stores(th: &mut Thread) {
     th.s.memory_ns += wait;
 }
 
+/// The zeroing of a folio this thread's fault allocated on `node` (docs/model.md, "OS
+/// model"): a huge page's clearing is write traffic to its node, counted as this thread's,
+/// written evenly over the fault's time (`write_zeroing` puts each epoch's share on the
+/// controller). A 4 KiB page's lines stay in the cache it was cleared through (its memory
+/// traffic is the reads and write-backs of the program's own accesses to it).
+fn zero_fill(th: &mut Thread, sh: &mut Shared, node: usize, size: PageSize) {
+    if size == PageSize::Base4K {
+        return;
+    }
+    // a fault starts after the thread's previous one ended: what is left of that one's
+    // zeroing lies before this instant
+    write_zeroing(th, sh, f64::INFINITY);
+    th.zeroing = Some(Zeroing {
+        node,
+        bytes: size.bytes(),
+        from_ns: th.clock,
+        until_ns: th.clock + sh.p.fault_ns[size.index()],
+        written: 0,
+    });
+}
+
+/// Put on the memory system the bytes the thread's zeroing wrote by `t_ns`; returns whether
+/// it wrote any.
+fn write_zeroing(th: &mut Thread, sh: &mut Shared, t_ns: f64) -> bool {
+    let Some(z) = th.zeroing.as_mut() else {
+        return false;
+    };
+    let bytes = z.take_until(t_ns);
+    let node = z.node;
+    if z.written == z.bytes {
+        th.zeroing = None;
+    }
+    if bytes == 0 {
+        return false;
+    }
+    sh.mem.zero_fill(th.node, node, bytes);
+    th.epoch_zero_lines += bytes / 64;
+    true
+}
+
 /// A touch of a folio first touched in this epoch (os/first_touch.rs): a thread touching it
 /// earlier in simulated time than its owner so far takes it over, and its fault; one touching
 /// it while the owner's fault is in flight waits for that fault. Returns the entry as it is
@@ -1838,6 +1991,8 @@ fn fresh_touch(
             drain_stores(th);
             sh.os
                 .take_over_fresh(start, take.size, NodeId(th.node as u16));
+            let now = sh.os.pt.get(addr);
+            zero_fill(th, sh, now.node(), take.size);
             let ns = sh.p.fault_ns[take.size.index()];
             th.s.fault_ns += ns;
             *cost += ns;
@@ -1965,13 +2120,46 @@ fn slow_path(
     addr: u64,
     pte: crate::os::pagetable::Pte,
 ) -> Result<f64, SimError> {
+    let mut waited = 0.0;
+    if pte.migrating() {
+        // a migration entry: the fault sleeps until the copy is mapped (migration_entry.rs)
+        waited = migration_entry_wait(th, sh, addr);
+        if !sh.os.pt.try_get(addr).needs_fault_beyond_migration() {
+            return Ok(waited);
+        }
+    }
+    slow_path_after_wait(th, sh, addr, pte).map(|ns| ns + waited)
+}
+
+/// Wait for the copy of the folio holding `addr` if it is running now: the time is the
+/// faulting thread's, in the fault handler (`migration_entry_wait`).
+fn migration_entry_wait(th: &mut Thread, sh: &mut Shared, addr: u64) -> f64 {
+    let wait = sh
+        .os
+        .migrating
+        .window(addr)
+        .map_or(0.0, |w| w.wait_ns(th.clock));
+    th.s.fault_ns += wait;
+    sh.os.vm.migration_entry_waits += u64::from(wait > 0.0);
+    wait
+}
+
+/// The faults other than a migration entry's wait.
+fn slow_path_after_wait(
+    th: &mut Thread,
+    sh: &mut Shared,
+    addr: u64,
+    pte: crate::os::pagetable::Pte,
+) -> Result<f64, SimError> {
     if pte.moves_on_touch() {
         // user-space next-touch or lazy migration first; what remains (a first touch, a
         // kernel next-touch flag, a hint fault) takes the paths below
         let ns = moves_on_touch_fault(th, sh, addr, pte);
         let pte = sh.os.pt.try_get(addr);
-        let more = if pte.needs_fault() {
-            slow_path(th, sh, addr, pte)?
+        // the folios this fault moved are under migration entries until its end: this thread
+        // does not wait for its own copy
+        let more = if pte.needs_fault_beyond_migration() {
+            slow_path_after_wait(th, sh, addr, pte)?
         } else {
             0.0
         };
@@ -1983,6 +2171,7 @@ fn slow_path(
         if f.local_rule {
             sh.os.mark_fresh(&f, th.id, th.clock);
         }
+        zero_fill(th, sh, f.node.index(), f.size);
         let ns = sh.p.fault_ns[f.size.index()];
         th.s.faults += 1;
         th.s.fault_ns += ns;
@@ -2001,6 +2190,8 @@ fn slow_path(
             ns += size.bytes() as f64 / sh.p.kernel_copy_bytes_per_ns;
             th.s.next_touch_migrations += 1;
             th.tlb.invalidate(start, size);
+            // other touchers wait while this fault copies (migration_entry.rs)
+            sh.os.mark_migrating(start, size, th.clock, th.clock + ns);
         }
     }
     if sh.os.pt.get(addr).prot_none() && sh.os.numab.is_some() {
@@ -2015,6 +2206,7 @@ fn slow_path(
                 addr,
                 now_ns: th.clock,
             });
+        let copied = !h.copies.is_empty();
         for (from, to, bytes) in h.copies {
             sh.mem.copy(from, to, bytes);
         }
@@ -2022,6 +2214,12 @@ fn slow_path(
             th.tlb.invalidate(s, sz);
         }
         ns += h.ns;
+        if copied {
+            // the faulting thread copies the folio; other touchers wait (migration_entry.rs)
+            let now = sh.os.pt.get(addr).size();
+            sh.os
+                .mark_migrating(now.align_down(addr), now, th.clock, th.clock + ns);
+        }
     } else if sh.os.pt.get(addr).prot_none() {
         sh.os.pt.set_prot_none(start, size, false);
         ns += sh.p.fault_ns[0];
@@ -2066,6 +2264,8 @@ fn moves_on_touch_fault(
     }
     for &(s, size) in &r.moved {
         th.tlb.invalidate(s, size);
+        // moved during this fault; other touchers wait (migration_entry.rs)
+        sh.os.mark_migrating(s, size, th.clock, th.clock + ns);
     }
     th.s.fault_ns += ns;
     th.s.migration_ns += ns;

@@ -82,6 +82,10 @@ pub struct MemSys {
     /// Integers: every amount is whole bytes, so the total is exact in any order.
     epoch_ctrl_bytes: Vec<u64>,
     epoch_link_bytes: Vec<f64>,
+    /// The part of the two above that zeroed huge pages (`zero_fill`): it joins the queues
+    /// at once rather than spread, as the faulting thread waits for it as it goes.
+    epoch_zero_ctrl_bytes: Vec<u64>,
+    epoch_zero_link_bytes: Vec<f64>,
     /// Migration copies queued from node `from` to node `to`: `[from * n + to]`, bytes.
     copy_pending_bytes: Vec<f64>,
     /// The rate queued copies move at, bytes per ns (`OsCosts::kernel_copy_mbps`).
@@ -173,6 +177,8 @@ impl MemSys {
             epoch_reads: vec![0; n * n],
             epoch_ctrl_bytes: vec![0; n],
             epoch_link_bytes: vec![0.0; slots],
+            epoch_zero_ctrl_bytes: vec![0; n],
+            epoch_zero_link_bytes: vec![0.0; slots],
             epoch_writes: vec![0; n * n],
             copy_pending_bytes: vec![0.0; n * n],
             // MB/s = 1e6 bytes per 1e9 ns
@@ -276,6 +282,26 @@ impl MemSys {
         }
     }
 
+    /// Account the zeroing of a freshly allocated folio of `bytes` on memory node `d` by a
+    /// thread of CPU node `s` (docs/model.md, "OS model", fault cost): the clearing stores
+    /// stream through the caches, which cannot hold a huge page, so its lines are written back
+    /// as it is cleared: write traffic to `d` (and on the route s → d) in the fault's epoch.
+    /// Its lines count as the requester's, so a node whose threads zero faster than the
+    /// controller writes waits for it as for any backlog. The bytes are not spread over the
+    /// next epochs (`spread`): the fault lasts several epochs and its thread does not run in
+    /// them, so a wait for bytes still arriving would never be charged to it.
+    pub fn zero_fill(&mut self, s: usize, d: usize, bytes: u64) {
+        self.epoch_ctrl_bytes[d] += bytes;
+        self.epoch_zero_ctrl_bytes[d] += bytes;
+        self.ctrl_write_bytes[d] += bytes;
+        self.epoch_writes[s * self.n + d] += bytes / self.line_bytes as u64;
+        let wire = bytes as f64 * (1.0 + self.link_overhead);
+        for &l in &self.write_slots[s * self.n + d] {
+            self.epoch_link_bytes[l as usize] += wire;
+            self.epoch_zero_link_bytes[l as usize] += wire;
+        }
+    }
+
     /// Account bulk copy traffic (page migration): `bytes` read on `from`, written on `to`.
     /// The copy is queued; `end_epoch` moves it at the kernel's copy rate (`drain_copies`),
     /// so a large migration loads the controllers and the route while it runs rather than in
@@ -363,7 +389,8 @@ impl MemSys {
         let mut ctrl_wait_ns = vec![0.0; n];
         for (d, &bytes) in ctrl_bytes.iter().enumerate() {
             let cap = self.ctrl_bytes_per_ns[d];
-            let arriving = spread(&mut self.ctrl_arriving_bytes[d], bytes, weight);
+            let zero = std::mem::take(&mut self.epoch_zero_ctrl_bytes[d]) as f64;
+            let arriving = spread(&mut self.ctrl_arriving_bytes[d], bytes - zero, weight) + zero;
             let (_, wait) = serve(&mut self.ctrl_backlog_bytes[d], arriving, cap, epoch_ns);
             ctrl_wait_ns[d] = wait;
             let offered = bytes / (cap * epoch_ns);
@@ -387,7 +414,8 @@ impl MemSys {
             let bytes = std::mem::take(&mut self.epoch_link_bytes[l]);
             self.link_bytes[l] += bytes;
             let cap = self.link_bytes_per_ns[l];
-            let arriving = spread(&mut self.link_arriving_bytes[l], bytes, weight);
+            let zero = std::mem::take(&mut self.epoch_zero_link_bytes[l]);
+            let arriving = spread(&mut self.link_arriving_bytes[l], bytes - zero, weight) + zero;
             let (_, wait) = serve(&mut self.link_backlog_bytes[l], arriving, cap, epoch_ns);
             link_wait_ns[l] = wait;
             let offered = bytes / (cap * epoch_ns);

@@ -104,10 +104,10 @@ fn lbm_copies_with_all_memory_behind_one_link() {
 /// A JVM-like run whose collector writes back over one HyperTransport link faster than the
 /// link carries: with the old overload penalty the link's penalty grew geometrically (the
 /// writers never saw it) and the run stalled for simulated seconds (more than 10× the 4 KiB
-/// run). Now the writers wait for the backlog they made. Huge pages still cost about 3× here:
-/// the GC threads' interleaved PLAB writes put most of the promoted old generation's huge
-/// pages on the node of the thread that runs first in an epoch (docs/model.md, "Not
-/// modelled": races inside an epoch), and that controller saturates.
+/// run). Now the writers wait for the backlog they made. Huge pages still cost about 4× here:
+/// the GC threads' PLAB writes put most of the promoted old generation's huge pages on a few
+/// nodes, whose controllers saturate, and zeroing each huge page at its fault loads them
+/// further (docs/model.md, "OS model": 3.0× before zeroing was traffic, 4.1× with it).
 #[test]
 fn write_backs_over_a_saturated_link_do_not_stall_the_run() {
     let m = numalab_machine::preset("opteron6272-8n").unwrap();
@@ -129,7 +129,7 @@ fn write_backs_over_a_saturated_link_do_not_stall_the_run() {
     };
     let (base, huge) = (run(ThpMode::Never), run(ThpMode::Always));
     let ratio = huge.sim_time_ns / base.sim_time_ns;
-    assert!(ratio < 4.0, "THP run {ratio:.2} x the 4 KiB run: a stall?");
+    assert!(ratio < 5.0, "THP run {ratio:.2} x the 4 KiB run: a stall?");
     for l in &huge.links {
         // bytes carried over the run's time: never above what the link can carry
         assert!(

@@ -130,7 +130,11 @@ impl Mix {
                 return Err(malformed(format!("'{item}': at least one copy is needed")));
             }
             let it = parse_item(prog, count, scale, &malformed)?;
-            total += it.threads() * count;
+            total = it
+                .threads()
+                .checked_mul(count)
+                .and_then(|n| n.checked_add(total))
+                .unwrap_or(usize::MAX);
             if total > MAX_COPIES {
                 return Err(malformed(format!("more than {MAX_COPIES} threads")));
             }
@@ -189,11 +193,15 @@ fn parse_item(
     }
     let threads = match threads {
         None => 1,
-        Some(t) => t.parse::<usize>().ok().filter(|&t| t >= 1).ok_or_else(|| {
-            malformed(format!(
-                "'{prog}': threads={t} is not valid: expected a whole number of at least 1"
-            ))
-        })?,
+        Some(t) => t
+            .parse::<usize>()
+            .ok()
+            .filter(|t| (1..=MAX_COPIES).contains(t))
+            .ok_or_else(|| {
+                malformed(format!(
+                    "'{prog}': threads={t} is not valid: expected a whole number from 1 to {MAX_COPIES}"
+                ))
+            })?,
     };
     if threads > 1 && SINGLE_THREADED.contains(&name) {
         return Err(malformed(format!(

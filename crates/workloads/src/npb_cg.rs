@@ -683,9 +683,11 @@ impl NpbCg {
 
     /// Simulate `rows` of each thread's rows (a [`RowSample`] of stride round(1/rows)).
     pub fn with_rows(mut self, rows: f64) -> Result<NpbCg, WorkloadError> {
-        let stride = (1.0 / rows).round().max(1.0) as u64;
-        let sample = RowSample { stride };
         let n = self.na as u64;
+        // a stride past the last block keeps block 0 alone, as any larger one would (and
+        // `rows=1e-300` must not overflow: found by fuzz/workload_spec)
+        let stride = (1.0 / rows).round().clamp(1.0, (n / ROW_BLOCK + 1) as f64) as u64;
+        let sample = RowSample { stride };
         let starved = (0..self.threads).find(|&t| {
             let (lo, hi) = static_range(n, self.threads, t);
             sample.count(lo, hi) == 0

@@ -549,6 +549,17 @@ fn mix_errors_name_what_is_valid() {
         .unwrap()
         .to_string();
     assert!(msg.contains("threads=0"), "{msg}");
+    // found by fuzz/workload_spec: threads × copies overflowed
+    let msg = by_spec("mix:stream(threads=1128722783792398336)*161", 1)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains("from 1 to 65536"), "{msg}");
+    let msg = by_spec("mix:stream(threads=65536)*2", 1)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains("more than 65536 threads"), "{msg}");
     let msg = by_spec("mix:stream(cpus=1;cpus=2)", 1)
         .err()
         .unwrap()

@@ -470,6 +470,15 @@ fn cg_row_sample_shrinks_the_work_and_keeps_the_vectors() {
         .unwrap()
         .to_string();
     assert!(e.contains("rows"), "{e}");
+    // found by fuzz/workload_spec: a tiny fraction overflowed the block arithmetic
+    let e = by_spec(
+        &format!("npb-cg:class=D,niter=0,rows=0.{}4", "0".repeat(150)),
+        4,
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(e.contains("rows"), "{e}");
 }
 
 #[test]

@@ -7,6 +7,7 @@
 
 pub mod first_touch;
 pub mod mempolicy;
+pub mod migration_entry;
 pub mod next_touch;
 pub mod numa_balancing;
 pub mod pagetable;
@@ -111,6 +112,10 @@ pub struct VmStat {
     /// thread that touched them earlier in simulated time took over (first_touch.rs).
     #[serde(default)]
     pub first_touch_race_pages: u64,
+    /// numalab's own: touches that found a folio under a migration entry while its copy ran
+    /// and waited for it (migration_entry.rs; the kernel counts no such event).
+    #[serde(default)]
+    pub migration_entry_waits: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -194,6 +199,8 @@ pub struct Os {
     pub nt: next_touch::NextTouchState,
     /// The folios first touched in the current epoch (first_touch.rs).
     pub first_touch: first_touch::FirstTouch,
+    /// The folios being migrated, with when their copies run (migration_entry.rs).
+    pub migrating: migration_entry::MigrationEntries,
     /// libhugetlbfs's `HUGETLB_MORECORE`: the page size backing every task's heap (None:
     /// mappings are plain anonymous memory).
     hugetlb_heap: Option<PageSize>,
@@ -227,6 +234,7 @@ impl Os {
             numab: None,
             nt: next_touch::NextTouchState::default(),
             first_touch: first_touch::FirstTouch::default(),
+            migrating: migration_entry::MigrationEntries::default(),
             hugetlb_heap: None,
             heaps: Vec::new(),
             map_refused: None,
@@ -561,6 +569,28 @@ impl Os {
     pub fn end_first_touch_epoch(&mut self) {
         for (start, size) in self.first_touch.end_epoch() {
             self.pt.set_fresh(start, size, false);
+        }
+    }
+
+    /// The folio at `start` is under a migration entry while its copy runs, from `from_ns`
+    /// to `until_ns` (migration_entry.rs).
+    pub fn mark_migrating(&mut self, start: u64, size: PageSize, from_ns: f64, until_ns: f64) {
+        if until_ns <= from_ns {
+            return;
+        }
+        self.pt.set_migrating(start, size, true);
+        let w = migration_entry::CopyWindow {
+            size,
+            from_ns,
+            until_ns,
+        };
+        self.migrating.insert(start, w);
+    }
+
+    /// The copies that ended by `now_ns` are mapped: their folios leave the slow path.
+    pub fn end_migrations(&mut self, now_ns: f64) {
+        for (start, size) in self.migrating.expire(now_ns) {
+            self.pt.set_migrating(start, size, false);
         }
     }
 

@@ -24,6 +24,11 @@ const LAZY: u32 = 1 << 22;
 /// Placed by a first touch in the current epoch: a thread touching it earlier in simulated
 /// time takes it over (os/first_touch.rs).
 const FRESH: u32 = 1 << 23;
+/// Being migrated (os/migration_entry.rs): the kernel's migration entry, an access waits in
+/// the fault handler until the copy is done.
+const MIGRATING: u32 = 1 << 24;
+/// Flags that send a reference to the slow path (with PRESENT clear).
+const SLOW: u32 = PRESENT | NEXT_TOUCH | PROT_NONE | USER_NEXT_TOUCH | LAZY | FRESH | MIGRATING;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
 pub struct Pte(pub u32);
@@ -77,17 +82,26 @@ impl Pte {
     pub fn fresh(self) -> bool {
         self.0 & FRESH != 0
     }
+    /// Under a migration entry: its copy may still be running.
+    #[inline]
+    pub fn migrating(self) -> bool {
+        self.0 & MIGRATING != 0
+    }
+    /// Needs the slow path for something other than a migration entry.
+    #[inline]
+    pub fn needs_fault_beyond_migration(self) -> bool {
+        self.0 & (SLOW & !MIGRATING) != PRESENT
+    }
     /// Needs the slow path: not present, next-touch, hint-fault protected or lazily
-    /// migrating, or fresh (its touches are noted).
+    /// migrating, fresh (its touches are noted), or being migrated.
     #[inline]
     pub fn needs_fault(self) -> bool {
-        self.0 & (PRESENT | NEXT_TOUCH | PROT_NONE | USER_NEXT_TOUCH | LAZY | FRESH) != PRESENT
+        self.0 & SLOW != PRESENT
     }
     /// Present and nothing to do but note the touch of a fresh folio.
     #[inline]
     pub fn only_fresh(self) -> bool {
-        self.0 & (PRESENT | NEXT_TOUCH | PROT_NONE | USER_NEXT_TOUCH | LAZY | FRESH)
-            == PRESENT | FRESH
+        self.0 & SLOW == PRESENT | FRESH
     }
     pub fn mapped(node: NodeId, size: PageSize) -> Pte {
         Pte(node.0 as u32 | PRESENT | ((size.index() as u32) << SIZE_SHIFT))
@@ -178,6 +192,10 @@ impl PageTable {
 
     pub fn set_fresh(&mut self, start: u64, size: PageSize, on: bool) {
         self.set_flag(start, size, FRESH, on)
+    }
+
+    pub fn set_migrating(&mut self, start: u64, size: PageSize, on: bool) {
+        self.set_flag(start, size, MIGRATING, on)
     }
 
     /// Move a folio's entries to `node`, keeping their size and flags.

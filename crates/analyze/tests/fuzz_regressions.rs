@@ -1,0 +1,71 @@
+//! Inputs the fuzz targets (fuzz/, scripts/fuzz.sh) found crashing the readers, kept as
+//! regression tests: each is refused with an error naming the file and the problem.
+
+use numalab_analyze::format::SampleReader;
+use numalab_analyze::perf::{PerfOptions, PerfReader};
+use std::path::Path;
+
+fn data(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/fuzz")
+        .join(name)
+}
+
+#[test]
+fn a_perf_data_feature_section_claiming_terabytes_is_refused() {
+    // linux-perf-data allocated the 10 TB the section claims and the process aborted
+    let path = data("perf-feature-section-10tb.data");
+    let err = PerfReader::open(&path, PerfOptions::default())
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        err.contains("perf-feature-section-10tb.data")
+            && err.contains("feature section")
+            && err.contains("beyond the file's end"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_arrow_stream_with_a_malformed_schema_is_refused() {
+    // arrow-ipc unwrapped the schema's missing parts and panicked
+    let path = data("arrow-malformed-schema.arrows");
+    let bytes = std::fs::read(&path).unwrap();
+    let err = SampleReader::new(std::io::Cursor::new(bytes), &path)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        err.contains("arrow-malformed-schema.arrows") && err.contains("not an Arrow IPC stream"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_perf_data_command_line_claiming_a_billion_strings_is_left_out() {
+    // linux-perf-data reserved 32 GB for the strings the count claims
+    let path = data("perf-cmdline-count-1e9.data");
+    if let Ok(r) = PerfReader::open(&path, PerfOptions::default()) {
+        use numalab_analyze::record::SampleSource;
+        assert_eq!(
+            r.meta().workload,
+            "",
+            "the malformed command line is left out"
+        );
+    }
+}
+
+#[test]
+fn an_arrow_message_claiming_a_petabyte_body_is_refused() {
+    // arrow-ipc allocated the body length the message claims and the process aborted
+    let path = data("arrow-body-2pow53.arrows");
+    let bytes = std::fs::read(&path).unwrap();
+    let result = SampleReader::new(std::io::Cursor::new(bytes), &path).and_then(|mut r| {
+        use numalab_analyze::record::SampleSource;
+        while r.next_batch()?.is_some() {}
+        Ok(())
+    });
+    let err = result.expect_err("refused").to_string();
+    assert!(err.contains("claims a body of"), "{err}");
+}

@@ -1,0 +1,139 @@
+//! Migration takes time where Linux takes it (issue "Trustworthy simulation II", item 2;
+//! docs/model.md, "Migration"): a folio being copied is under a migration entry, a touch
+//! waits for the copy in the fault handler, and a daemon's move_pages time is lost by a
+//! program thread only when no CPU is free to run the daemon.
+
+use numalab_core::view::MemoryView;
+use numalab_core::{AccessKind, Action, MapOptions, NodeId, Op, PageSize, Policy, TaskId};
+use numalab_sim::{simulate, Pinning, SimConfig, SimResult};
+use numalab_workloads::script::Script;
+
+const MIB: u64 = 1 << 20;
+const TICK_NS: u64 = 1_000_000;
+
+/// At its first tick (1 ms), migrates mapping 0 of task 0 to node 1, once.
+struct MigrateOnce {
+    done: bool,
+}
+
+impl Policy for MigrateOnce {
+    fn name(&self) -> &str {
+        "migrate-once"
+    }
+    fn period_ns(&self) -> u64 {
+        TICK_NS
+    }
+    fn tick(&mut self, view: &dyn MemoryView) -> Vec<Action> {
+        if std::mem::replace(&mut self.done, true) {
+            return Vec::new();
+        }
+        let r = &view.regions()[0];
+        vec![Action::Migrate {
+            task: TaskId(0),
+            start: r.start,
+            len_bytes: r.len_bytes,
+            to: NodeId(1),
+        }]
+    }
+}
+
+/// `threads` threads of the X5650 preset (CPUs 0..threads, node 0 first): thread 0 writes a
+/// 2 MiB huge page and then reads it over and over for several milliseconds; the others read
+/// their own 2 MiB page the same way.
+fn run(threads: usize, migrate: bool) -> SimResult {
+    let m = numalab_machine::preset("xeon-x5650-2n").unwrap();
+    let w = Script {
+        maps: (0..threads)
+            .map(|_| {
+                (
+                    2 * MIB,
+                    MapOptions {
+                        hugetlb: Some(PageSize::Huge2M),
+                        ..Default::default()
+                    },
+                )
+            })
+            .collect(),
+        threads,
+        ops: |bases: &[u64], t: usize| {
+            let mut ops = vec![Op::Access {
+                addr: bases[t],
+                kind: AccessKind::Write,
+            }];
+            for _ in 0..60 {
+                ops.push(Op::Run {
+                    base: bases[t],
+                    lines: (2 * MIB / 64) as u32,
+                    stride_bytes: 64,
+                    kind: AccessKind::Read,
+                });
+            }
+            ops
+        },
+    };
+    let cfg = SimConfig {
+        pinning: Pinning::Cpus((0..threads as u32).map(numalab_core::CpuId).collect()),
+        sample_period: 0,
+        policies: if migrate {
+            vec![Box::new(MigrateOnce { done: false })]
+        } else {
+            Vec::new()
+        },
+        ..Default::default()
+    };
+    simulate(&m, &w, cfg).unwrap()
+}
+
+/// The copy of 2 MiB by move_pages with the preset's figures: base + bytes / rate, ns.
+fn move_pages_ns() -> f64 {
+    let os = numalab_machine::preset("xeon-x5650-2n").unwrap().os;
+    os.move_pages_base_ns + (2 * MIB) as f64 / (os.move_pages_mbps * 1e6) * 1e9
+}
+
+#[test]
+fn a_touch_of_a_folio_being_copied_waits_for_the_copy() {
+    let still = run(2, false);
+    let moved = run(2, true);
+    assert_eq!(
+        moved.per_node[1].resident_bytes,
+        2 * MIB,
+        "{:?}",
+        moved.per_node
+    );
+    assert!(
+        moved.vmstat.migration_entry_waits >= 1,
+        "{:?}",
+        moved.vmstat
+    );
+    // thread 0 reads its page all along: it waits for most of the copy (which starts after
+    // the call's base cost, at the 1 ms tick) in the fault handler
+    let copy_ns = (2 * MIB) as f64 / 600.0 * 1e3;
+    let waited = moved.per_thread[0].fault_ns - still.per_thread[0].fault_ns;
+    assert!(
+        waited > 0.8 * copy_ns && waited <= move_pages_ns(),
+        "thread 0 waited {waited:.0} ns for a {copy_ns:.0} ns copy"
+    );
+    // thread 1 never touches the migrated page: no wait, only the shootdown
+    let other = moved.per_thread[1].fault_ns - still.per_thread[1].fault_ns;
+    assert!(other.abs() < 1.0, "thread 1 waited {other} ns");
+}
+
+#[test]
+fn the_daemon_runs_on_a_free_cpu_and_takes_a_busy_one_when_none_is_free() {
+    // 2 threads on 24 CPUs: the move_pages call costs the threads nothing but the shootdown
+    let m = numalab_machine::preset("xeon-x5650-2n").unwrap();
+    let shootdown = m.os.tlb_shootdown_ns;
+    let few = run(2, true);
+    let call = move_pages_ns();
+    assert!((few.policy_ns - call).abs() < 1.0, "{} ns", few.policy_ns);
+    assert!(few.per_thread[1].migration_ns <= shootdown + 1.0);
+    // every CPU busy: one thread (not thread 0, which waits in its fault) loses the call
+    let full = run(24, true);
+    let lost: Vec<f64> = full.per_thread.iter().map(|t| t.migration_ns).collect();
+    let losers = lost.iter().filter(|&&ns| ns > call).count();
+    assert_eq!(losers, 1, "{lost:?}");
+    assert!(
+        lost.iter().all(|&ns| ns <= call + shootdown + 1.0),
+        "{lost:?}"
+    );
+}

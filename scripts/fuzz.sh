@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Fuzz numalab's parsers of outside input with cargo-fuzz (libFuzzer, AddressSanitizer).
+#
+#   scripts/fuzz.sh --smoke [SECONDS]    every target for SECONDS each (default 30): CI's run
+#   scripts/fuzz.sh --runs N [TARGET..]  the named targets (default all) for N executions each
+#   scripts/fuzz.sh --list               the targets
+#
+# Targets: fuzz/ (hwloc XML, machine TOML, perf.data, Arrow samples, workload and policy specs,
+# node and CPU specs) and crates/linux/fuzz (/proc and /sys readers). Each run starts from the
+# target's seed corpus (fuzz/corpus/TARGET, committed), copied into target/fuzz-corpus/TARGET
+# so that what libFuzzer adds stays out of the repo. A crash leaves its input in the fuzz
+# crate's artifacts/TARGET/ and fails the script. The summary gives executions and seconds per
+# target (docs/testing.md records the long runs).
+#
+# Needs a nightly toolchain and cargo-fuzz (sanitizer flags are nightly-only): with --install,
+# missing ones are installed (`rustup toolchain install nightly`, `cargo install cargo-fuzz`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+mode="" secs=30 runs=0 install=0 targets=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --smoke) mode=smoke; if [[ "${2:-}" =~ ^[0-9]+$ ]]; then secs=$2; shift; fi ;;
+    --runs) mode=runs; runs=${2:?--runs needs a number}; shift ;;
+    --install) install=1 ;;
+    --list) mode=list ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -*) echo "fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) targets+=("$1") ;;
+  esac
+  shift
+done
+[ -n "$mode" ] || { echo "fuzz.sh: say --smoke [SECONDS], --runs N or --list (see --help)" >&2; exit 2; }
+
+# crate directory of each target
+declare -A crate
+for f in fuzz/fuzz_targets/*.rs; do crate[$(basename "$f" .rs)]=fuzz; done
+for f in crates/linux/fuzz/fuzz_targets/*.rs; do crate[$(basename "$f" .rs)]=crates/linux/fuzz; done
+all=$(printf '%s\n' "${!crate[@]}" | sort)
+if [ "$mode" = list ]; then echo "$all"; exit 0; fi
+[ ${#targets[@]} -gt 0 ] || mapfile -t targets <<<"$all"
+for t in "${targets[@]}"; do
+  [ -n "${crate[$t]:-}" ] || { echo "fuzz.sh: no target '$t'; targets: $(echo $all)" >&2; exit 2; }
+done
+
+if ! cargo +nightly --version >/dev/null 2>&1; then
+  if [ $install = 1 ] && command -v rustup >/dev/null; then
+    rustup toolchain install nightly --profile minimal
+  else
+    echo "fuzz.sh: no nightly toolchain (cargo-fuzz needs one): rustup toolchain install nightly, or pass --install" >&2
+    exit 3
+  fi
+fi
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  if [ $install = 1 ]; then
+    cargo install cargo-fuzz --locked
+  else
+    echo "fuzz.sh: cargo-fuzz not installed: cargo install cargo-fuzz, or pass --install" >&2
+    exit 3
+  fi
+fi
+
+summary=()
+failed=0
+for t in "${targets[@]}"; do
+  dir=${crate[$t]}
+  work="$root/target/fuzz-corpus/$t"
+  mkdir -p "$work"
+  if [ -d "fuzz/corpus/$t" ]; then cp -n fuzz/corpus/"$t"/* "$work"/ 2>/dev/null || true; fi
+  if [ "$mode" = smoke ]; then limit="-max_total_time=$secs"; else limit="-runs=$runs"; fi
+  log="$root/target/fuzz-corpus/$t.log"
+  echo "== $t ($dir, $limit)"
+  # -timeout: an input slower than 10 s is a hang, reported like a crash; -rss_limit_mb: a
+  # parser that allocates gigabytes for a few bytes of input is a bug too
+  if (cd "$dir" && cargo +nightly fuzz run "$t" "$work" -- "$limit" -timeout=10 \
+        -rss_limit_mb=2048 -print_final_stats=1) >"$log" 2>&1; then
+    status=ok
+  else
+    status="FAILED (see $log and $dir/artifacts/$t/)"
+    failed=1
+    tail -30 "$log" >&2
+  fi
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+  took=$(grep -o 'Done [0-9]* runs in [0-9]* second' "$log" | grep -o 'in [0-9]*' | grep -o '[0-9]*' || echo "?")
+  summary+=("$(printf '%-16s %12s executions %6s s  %s' "$t" "$execs" "$took" "$status")")
+done
+echo
+echo "fuzz summary ($(date -u +%F), $(nproc) cores):"
+printf '  %s\n' "${summary[@]}"
+exit $failed
