@@ -1179,6 +1179,9 @@ fn implausible_feature_section(file: &mut File, file_len: u64) -> Option<String>
             "its data section ({data_size} bytes at offset {data_offset}) overflows"
         ));
     };
+    if let Some(why) = attr_sections_overrun(file, &header, file_len, &word) {
+        return Some(why);
+    }
     let features: u32 = header[HEADER_FEATURES_OFFSET..]
         .iter()
         .map(|b| b.count_ones())
@@ -1187,14 +1190,123 @@ fn implausible_feature_section(file: &mut File, file_len: u64) -> Option<String>
     file.seek(SeekFrom::Start(data_end)).ok()?;
     file.read_exact(&mut table).ok()?;
     let limit = file_len.saturating_add(FEATURES_MAX);
-    table.chunks_exact(16).enumerate().find_map(|(i, e)| {
+    let far = table.chunks_exact(16).enumerate().find_map(|(i, e)| {
         let (at, len) = (word(e, 0), word(e, 8));
         (len > limit || at.saturating_add(len) > limit).then(|| {
             format!(
                 "feature section {i} claims {len} bytes at offset {at}, far beyond the file's end ({file_len} bytes)"
             )
         })
-    })
+    });
+    if far.is_some() {
+        return far;
+    }
+    // HEADER_EVENT_DESC (feature bit 12): its entry is the one after those of the lower bits
+    const EVENT_DESC: usize = 12;
+    let bit = |i: usize| header[HEADER_FEATURES_OFFSET + i / 8] >> (i % 8) & 1 == 1;
+    if !bit(EVENT_DESC) {
+        return None;
+    }
+    let k = (0..EVENT_DESC).filter(|&i| bit(i)).count();
+    let e = &table[k * 16..k * 16 + 16];
+    let (at, len) = (word(e, 0), word(e, 8));
+    if at.saturating_add(len) > file_len {
+        return None; // cut: the truncation path drops the feature sections
+    }
+    let mut section = vec![0u8; len as usize];
+    file.seek(SeekFrom::Start(at)).ok()?;
+    file.read_exact(&mut section).ok()?;
+    event_desc_overrun(&section, big)
+        .map(|why| format!("its event descriptions (HEADER_EVENT_DESC) {why}"))
+}
+
+/// Why the event attribute sections (`attrs`, the legacy `event_types`) do not fit the file,
+/// if they do not: each entry holds an attribute and the (offset, size) of its event ids, and
+/// linux-perf-data reserves room for every id a size claims before reading (2^43 bytes of
+/// ids: found by fuzz/perf_data).
+fn attr_sections_overrun(
+    file: &mut File,
+    header: &[u8; HEADER_BYTES],
+    file_len: u64,
+    word: &dyn Fn(&[u8], usize) -> u64,
+) -> Option<String> {
+    // perf_event_attr is 64 bytes in its first version and a few hundred today
+    let attr_size = word(header, 16);
+    if !(64..=4096).contains(&attr_size) {
+        return Some(format!(
+            "its attribute size ({attr_size} bytes) is not a perf_event_attr's"
+        ));
+    }
+    for (name, at) in [("attrs", 24), ("event_types", 56)] {
+        let (offset, size) = (word(header, at), word(header, at + 8));
+        if offset.checked_add(size).is_none_or(|end| end > file_len) {
+            return Some(format!(
+                "its {name} section ({size} bytes at offset {offset}) lies beyond the file's end ({file_len} bytes)"
+            ));
+        }
+        let mut section = vec![0u8; size as usize];
+        file.seek(SeekFrom::Start(offset)).ok()?;
+        file.read_exact(&mut section).ok()?;
+        // an attrs entry is attr_size bytes ending with its ids' section (perf_file_attr); an
+        // event_types entry is the attribute, then that section
+        let entry = attr_size as usize + if name == "attrs" { 0 } else { 16 };
+        for (i, entry) in section.chunks_exact(entry).enumerate() {
+            let ids = &entry[entry.len() - 16..];
+            let (ids_at, ids_len) = (word(ids, 0), word(ids, 8));
+            if ids_at.checked_add(ids_len).is_none_or(|end| end > file_len) {
+                return Some(format!(
+                    "its {name} entry {i} claims {ids_len} bytes of event ids at offset {ids_at}, beyond the file's end ({file_len} bytes)"
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// Why a `HEADER_EVENT_DESC` section does not hold what its counts say, if it does not:
+/// linux-perf-data reserves room for every count before reading (a count of 14 GB worth of
+/// events: found by fuzz/perf_data). Layout: nr, attr_size (u32 each), then per event the
+/// attr, nr_ids (u32), a string (u32 length, bytes), nr_ids u64 ids.
+fn event_desc_overrun(d: &[u8], big: bool) -> Option<String> {
+    let u32_at = |at: usize| {
+        d.get(at..at + 4).map(|b| {
+            let b: [u8; 4] = b.try_into().expect("4 bytes");
+            if big {
+                u32::from_be_bytes(b)
+            } else {
+                u32::from_le_bytes(b)
+            }
+        })
+    };
+    let short = || Some(format!("end inside their own {} bytes", d.len()));
+    let (Some(nr), Some(attr_size)) = (u32_at(0), u32_at(4)) else {
+        return short();
+    };
+    let mut at = 8usize;
+    for i in 0..nr {
+        let over = || {
+            Some(format!(
+                "claim more than their {} bytes hold (event {i} of {nr})",
+                d.len()
+            ))
+        };
+        let Some(ids_at) = at.checked_add(attr_size as usize) else {
+            return over();
+        };
+        let (Some(nr_ids), Some(name_len)) =
+            (u32_at(ids_at), ids_at.checked_add(4).and_then(u32_at))
+        else {
+            return over();
+        };
+        match (ids_at + 8)
+            .checked_add(name_len as usize)
+            .and_then(|a| a.checked_add((nr_ids as usize).checked_mul(8)?))
+        {
+            Some(end) if end <= d.len() => at = end,
+            _ => return over(),
+        }
+    }
+    None
 }
 
 /// A perf.data header patched for `file` of `file_len` bytes when the file is shorter than
@@ -1986,6 +2098,29 @@ mod tests {
             ..Default::default()
         };
         assert!(FixedLayout::of(&callchain).is_none());
+    }
+
+    #[test]
+    fn event_descriptions_must_hold_what_their_counts_say() {
+        // nr, attr_size, then one event: attr, nr_ids = 1, name "ab" (len 2), one id
+        let mut d = Vec::new();
+        for v in [1u32, 8] {
+            d.extend(v.to_le_bytes());
+        }
+        d.extend([0u8; 8]);
+        d.extend(1u32.to_le_bytes());
+        d.extend(2u32.to_le_bytes());
+        d.extend(*b"ab");
+        d.extend(7u64.to_le_bytes());
+        assert_eq!(event_desc_overrun(&d, false), None);
+        // a billion events in the same bytes
+        d[..4].copy_from_slice(&1_000_000_000u32.to_le_bytes());
+        let why = event_desc_overrun(&d, false).unwrap();
+        assert!(why.contains("event 1 of 1000000000"), "{why}");
+        // an id count past the end
+        d[..4].copy_from_slice(&1u32.to_le_bytes());
+        d[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(event_desc_overrun(&d, false).is_some());
     }
 
     #[test]

@@ -19,9 +19,10 @@ fn a_perf_data_feature_section_claiming_terabytes_is_refused() {
         .err()
         .expect("refused")
         .to_string();
+    // (its attrs entry is out of the file too, which is found first)
     assert!(
         err.contains("perf-feature-section-10tb.data")
-            && err.contains("feature section")
+            && err.contains("not a readable perf.data file")
             && err.contains("beyond the file's end"),
         "{err}"
     );
@@ -68,4 +69,45 @@ fn an_arrow_message_claiming_a_petabyte_body_is_refused() {
     });
     let err = result.expect_err("refused").to_string();
     assert!(err.contains("claims a body of"), "{err}");
+}
+
+#[test]
+fn perf_data_event_descriptions_claiming_more_than_their_section_are_refused() {
+    // linux-perf-data reserved 14 GB for the events the count claims (its attrs entries are
+    // out of the file as well, which is found first; perf.rs's unit tests check the event
+    // descriptions alone)
+    let path = data("perf-event-desc-count.data");
+    let err = PerfReader::open(&path, PerfOptions::default())
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(err.contains("not a readable perf.data file"), "{err}");
+}
+
+#[test]
+fn an_arrow_buffer_outside_its_batch_body_is_refused() {
+    // arrow-ipc sliced the body by the buffer's claimed offset and length and panicked
+    let path = data("arrow-buffer-outside-body.arrows");
+    let bytes = std::fs::read(&path).unwrap();
+    let result = SampleReader::new(std::io::Cursor::new(bytes), &path).and_then(|mut r| {
+        use numalab_analyze::record::SampleSource;
+        while r.next_batch()?.is_some() {}
+        Ok(())
+    });
+    let err = result.expect_err("refused").to_string();
+    assert!(err.contains("outside its"), "{err}");
+}
+
+#[test]
+fn an_arrow_dictionary_batch_without_data_is_refused() {
+    // arrow-ipc unwrapped the missing data and panicked
+    let path = data("arrow-dictionary-without-data.arrows");
+    let bytes = std::fs::read(&path).unwrap();
+    let result = SampleReader::new(std::io::Cursor::new(bytes), &path).and_then(|mut r| {
+        use numalab_analyze::record::SampleSource;
+        while r.next_batch()?.is_some() {}
+        Ok(())
+    });
+    let err = result.expect_err("refused").to_string();
+    assert!(err.contains("not an Arrow IPC stream") || err.contains("without its data"), "{err}");
 }
