@@ -11,6 +11,15 @@ fn data(name: &str) -> std::path::PathBuf {
         .join(name)
 }
 
+/// Open an Arrow sample file and read all its batches.
+fn read_samples(path: &Path) -> Result<(), numalab_analyze::Error> {
+    use numalab_analyze::record::SampleSource;
+    let bytes = std::fs::read(path).unwrap();
+    let mut r = SampleReader::new(std::io::Cursor::new(bytes), path)?;
+    while r.next_batch()?.is_some() {}
+    Ok(())
+}
+
 #[test]
 fn a_perf_data_feature_section_claiming_terabytes_is_refused() {
     // linux-perf-data allocated the 10 TB the section claims and the process aborted
@@ -32,11 +41,7 @@ fn a_perf_data_feature_section_claiming_terabytes_is_refused() {
 fn an_arrow_stream_with_a_malformed_schema_is_refused() {
     // arrow-ipc unwrapped the schema's missing parts and panicked
     let path = data("arrow-malformed-schema.arrows");
-    let bytes = std::fs::read(&path).unwrap();
-    let err = SampleReader::new(std::io::Cursor::new(bytes), &path)
-        .err()
-        .expect("refused")
-        .to_string();
+    let err = read_samples(&path).expect_err("refused").to_string();
     assert!(
         err.contains("arrow-malformed-schema.arrows") && err.contains("not an Arrow IPC stream"),
         "{err}"
@@ -61,13 +66,7 @@ fn a_perf_data_command_line_claiming_a_billion_strings_is_left_out() {
 fn an_arrow_message_claiming_a_petabyte_body_is_refused() {
     // arrow-ipc allocated the body length the message claims and the process aborted
     let path = data("arrow-body-2pow53.arrows");
-    let bytes = std::fs::read(&path).unwrap();
-    let result = SampleReader::new(std::io::Cursor::new(bytes), &path).and_then(|mut r| {
-        use numalab_analyze::record::SampleSource;
-        while r.next_batch()?.is_some() {}
-        Ok(())
-    });
-    let err = result.expect_err("refused").to_string();
+    let err = read_samples(&path).expect_err("refused").to_string();
     assert!(err.contains("claims a body of"), "{err}");
 }
 
@@ -88,13 +87,7 @@ fn perf_data_event_descriptions_claiming_more_than_their_section_are_refused() {
 fn an_arrow_buffer_outside_its_batch_body_is_refused() {
     // arrow-ipc sliced the body by the buffer's claimed offset and length and panicked
     let path = data("arrow-buffer-outside-body.arrows");
-    let bytes = std::fs::read(&path).unwrap();
-    let result = SampleReader::new(std::io::Cursor::new(bytes), &path).and_then(|mut r| {
-        use numalab_analyze::record::SampleSource;
-        while r.next_batch()?.is_some() {}
-        Ok(())
-    });
-    let err = result.expect_err("refused").to_string();
+    let err = read_samples(&path).expect_err("refused").to_string();
     assert!(err.contains("outside its"), "{err}");
 }
 
@@ -102,12 +95,6 @@ fn an_arrow_buffer_outside_its_batch_body_is_refused() {
 fn an_arrow_dictionary_batch_without_data_is_refused() {
     // arrow-ipc unwrapped the missing data and panicked
     let path = data("arrow-dictionary-without-data.arrows");
-    let bytes = std::fs::read(&path).unwrap();
-    let result = SampleReader::new(std::io::Cursor::new(bytes), &path).and_then(|mut r| {
-        use numalab_analyze::record::SampleSource;
-        while r.next_batch()?.is_some() {}
-        Ok(())
-    });
-    let err = result.expect_err("refused").to_string();
+    let err = read_samples(&path).expect_err("refused").to_string();
     assert!(err.contains("not an Arrow IPC stream") || err.contains("without its data"), "{err}");
 }

@@ -285,11 +285,12 @@ impl MemSys {
     /// Account the zeroing of a freshly allocated folio of `bytes` on memory node `d` by a
     /// thread of CPU node `s` (docs/model.md, "OS model", fault cost): the clearing stores
     /// stream through the caches, which cannot hold a huge page, so its lines are written back
-    /// as it is cleared: write traffic to `d` (and on the route s → d) in the fault's epoch.
-    /// Its lines count as the requester's, so a node whose threads zero faster than the
-    /// controller writes waits for it as for any backlog. The bytes are not spread over the
-    /// next epochs (`spread`): the fault lasts several epochs and its thread does not run in
-    /// them, so a wait for bytes still arriving would never be charged to it.
+    /// as it is cleared: write traffic to `d` (and on the route s → d). The engine hands each
+    /// epoch the bytes the fault wrote in it (`engine::write_zeroing`, an even rate over the
+    /// fault's time). Its lines count as the requester's, so a node whose threads zero faster
+    /// than the controller writes waits for it as for any backlog. The bytes join the queues
+    /// as written, not spread again over the next epochs (`spread`): the fault's rate already
+    /// evens them out, and its thread waits only for the backlogs of epochs it wrote in.
     pub fn zero_fill(&mut self, s: usize, d: usize, bytes: u64) {
         self.epoch_ctrl_bytes[d] += bytes;
         self.epoch_zero_ctrl_bytes[d] += bytes;
