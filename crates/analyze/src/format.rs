@@ -355,6 +355,7 @@ const BODY_MAX_BYTES: u64 = 256 << 20;
 /// its last whole batch).
 struct Framed<R> {
     inner: R,
+    layout: Layout,
     /// Checked bytes not yet handed on, and how many were.
     pending: Vec<u8>,
     at: usize,
@@ -362,16 +363,20 @@ struct Framed<R> {
     body_left: u64,
     /// The end-of-stream marker passed (or the source ended): pass the rest through.
     done: bool,
+    /// Messages passed so far (the first is the schema `checked_schema` checked).
+    messages: u64,
 }
 
 impl<R: Read> Framed<R> {
-    fn new(inner: R) -> Framed<R> {
+    fn new(inner: R, layout: Layout) -> Framed<R> {
         Framed {
             inner,
+            layout,
             pending: Vec::new(),
             at: 0,
             body_left: 0,
             done: false,
+            messages: 0,
         }
     }
 
@@ -428,16 +433,40 @@ impl<R: Read> Framed<R> {
                     msg.bodyLength()
                 ))
             })?;
-        // arrow-ipc unwraps a dictionary batch's data (found by fuzz/arrow_samples)
-        let dictionary = msg.header_as_dictionary_batch();
-        if dictionary.is_some_and(|d| d.data().is_none()) {
-            return Err(invalid("a dictionary batch without its data".into()));
+        self.messages += 1;
+        // arrow-ipc decodes a schema met later unchecked (a field of type NONE panicked:
+        // found by fuzz/arrow_samples); a stream has one, first
+        if self.messages > 1 && msg.header_as_schema().is_some() {
+            return Err(invalid("a second schema message".into()));
         }
-        let batch = msg
-            .header_as_record_batch()
-            .or_else(|| dictionary.and_then(|d| d.data()));
-        if let Some(b) = batch {
-            check_batch(&b, body).map_err(invalid)?;
+        // arrow-ipc unwraps a dictionary batch's data (found by fuzz/arrow_samples)
+        let batch = match (
+            msg.header_as_record_batch(),
+            msg.header_as_dictionary_batch(),
+        ) {
+            (Some(b), _) => Some((b, &self.layout.columns)),
+            (None, Some(d)) => {
+                let data = d
+                    .data()
+                    .ok_or_else(|| invalid("a dictionary batch without its data".into()))?;
+                let sizes = self
+                    .layout
+                    .dictionaries
+                    .iter()
+                    .find(|(id, _)| *id == d.id())
+                    .map(|(_, sizes)| sizes)
+                    .ok_or_else(|| {
+                        invalid(format!(
+                            "a batch for dictionary {} that no field has",
+                            d.id()
+                        ))
+                    })?;
+                Some((data, sizes))
+            }
+            (None, None) => None,
+        };
+        if let Some((b, sizes)) = batch {
+            check_batch(&b, body, sizes).map_err(invalid)?;
         }
         self.body_left = body;
         Ok(())
@@ -447,12 +476,24 @@ impl<R: Read> Framed<R> {
 /// A batch's buffers lie inside its body and its counts are not negative: arrow-ipc slices
 /// the body by the buffers' offsets and lengths unchecked (a length of 2^64 − 49 024 panicked:
 /// found by fuzz/arrow_samples).
-fn check_batch(b: &arrow_ipc::RecordBatch, body: u64) -> Result<(), String> {
+fn check_batch(b: &arrow_ipc::RecordBatch, body: u64, sizes: &[u8]) -> Result<(), String> {
     if b.length() < 0 {
         return Err(format!("a batch claims {} rows", b.length()));
     }
-    for (i, buf) in b.buffers().into_iter().flatten().enumerate() {
+    let buffers = b.buffers().map_or(0, |v| v.len());
+    if buffers != sizes.len() {
+        return Err(format!(
+            "a batch has {buffers} buffers where its schema makes {}",
+            sizes.len()
+        ));
+    }
+    for (i, (buf, &size)) in b.buffers().into_iter().flatten().zip(sizes).enumerate() {
         let (at, len) = (buf.offset(), buf.length());
+        if len % i64::from(size) != 0 {
+            return Err(format!(
+                "a batch's buffer {i} ({len} bytes) does not hold whole {size}-byte values"
+            ));
+        }
         // the format pads every buffer to 8 bytes; arrow-ipc asserts the alignment of typed
         // buffers (a misaligned one panicked: fuzz/arrow_samples)
         if at % 8 != 0 {
@@ -476,7 +517,10 @@ fn check_batch(b: &arrow_ipc::RecordBatch, body: u64) -> Result<(), String> {
     // panicked: fuzz/arrow_samples)
     let bits = body.saturating_mul(8);
     if b.length() as u64 > bits {
-        return Err(format!("a batch claims {} rows in a {body}-byte body", b.length()));
+        return Err(format!(
+            "a batch claims {} rows in a {body}-byte body",
+            b.length()
+        ));
     }
     for node in b.nodes().into_iter().flatten() {
         if node.length() < 0
@@ -529,7 +573,11 @@ const SCHEMA_MAX_BYTES: usize = 1 << 20;
 /// corrupt file must be refused before it reaches it. Only the types numalab writes are
 /// accepted (integers, floats, booleans, strings, and dictionaries of those). Returns the
 /// message's bytes, to be read again by the arrow reader.
-fn checked_schema<R: Read>(src: &mut R, path: &Path, want: &str) -> Result<Vec<u8>, Error> {
+fn checked_schema<R: Read>(
+    src: &mut R,
+    path: &Path,
+    want: &str,
+) -> Result<(Vec<u8>, Layout), Error> {
     use arrow_ipc::{Precision, Type};
     let bad = |why: String| {
         Error::new(
@@ -574,6 +622,7 @@ fn checked_schema<R: Read>(src: &mut R, path: &Path, want: &str) -> Result<Vec<u
         .ok_or_else(|| bad("its schema has no field list".into()))?;
     let int_ok =
         |i: Option<arrow_ipc::Int>| i.is_some_and(|i| matches!(i.bitWidth(), 8 | 16 | 32 | 64));
+    let mut layout = Layout::default();
     for (n, f) in fields.iter().enumerate() {
         let name = f.name().unwrap_or("?");
         let what = |why: &str| bad(format!("schema field {n} ('{name}') {why}"));
@@ -582,23 +631,51 @@ fn checked_schema<R: Read>(src: &mut R, path: &Path, want: &str) -> Result<Vec<u
                 return Err(what("has a dictionary without a valid index type"));
             }
         }
-        let ok = match f.type_type() {
-            Type::Bool | Type::Utf8 => true,
-            Type::Int => int_ok(f.type_as_int()),
+        // the sizes of the values in each of the field's buffers (validity first; 1 for bitmaps
+        // and bytes)
+        let values: Option<Vec<u8>> = match f.type_type() {
+            Type::Bool => Some(vec![1, 1]),
+            Type::Utf8 => Some(vec![1, 4, 1]),
+            Type::Int => f
+                .type_as_int()
+                .filter(|i| int_ok(Some(*i)))
+                .map(|i| vec![1, (i.bitWidth() / 8) as u8]),
             Type::FloatingPoint => f
                 .type_as_floating_point()
-                .is_some_and(|p| matches!(p.precision(), Precision::SINGLE | Precision::DOUBLE)),
-            _ => false,
+                .and_then(|p| match p.precision() {
+                    Precision::SINGLE => Some(vec![1, 4]),
+                    Precision::DOUBLE => Some(vec![1, 8]),
+                    _ => None,
+                }),
+            _ => None,
         };
-        if !ok {
+        let Some(values) = values else {
             return Err(what(&format!(
                 "has type {:?}, not one numalab writes (or a malformed one)",
                 f.type_type()
             )));
+        };
+        match f.dictionary() {
+            Some(d) => {
+                let index = d.indexType().map_or(1, |i| (i.bitWidth() / 8) as u8);
+                layout.columns.extend([1, index]);
+                layout.dictionaries.push((d.id(), values));
+            }
+            None => layout.columns.extend(values),
         }
     }
     prefix.extend_from_slice(&message);
-    Ok(prefix)
+    Ok((prefix, layout))
+}
+
+/// What the schema says a batch's buffers hold: the size of a value in each buffer of a
+/// record batch, in order, and the same for each dictionary's batch, by dictionary id.
+/// arrow-ipc reinterprets a buffer as whole values and asserts that it divides evenly (a
+/// buffer of i32 offsets of a length 4 does not divide panicked: found by fuzz/arrow_samples).
+#[derive(Clone, Debug, Default)]
+struct Layout {
+    columns: Vec<u8>,
+    dictionaries: Vec<(i64, Vec<u8>)>,
 }
 
 fn stream_reader<R: Read>(
@@ -606,8 +683,8 @@ fn stream_reader<R: Read>(
     path: &Path,
     want: &str,
 ) -> Result<StreamReader<Checked<R>>, Error> {
-    let schema = checked_schema(&mut src, path, want)?;
-    let src = Framed::new(std::io::Cursor::new(schema).chain(src));
+    let (schema, layout) = checked_schema(&mut src, path, want)?;
+    let src = Framed::new(std::io::Cursor::new(schema).chain(src), layout);
     let reader = StreamReader::try_new(src, None).map_err(|e| {
         Error::new(
             path,

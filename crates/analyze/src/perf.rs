@@ -1688,6 +1688,21 @@ impl SampleSource for PerfReader {
     }
 }
 
+/// An MMAP2 record's build id is at most 20 bytes: linux-perf-event-reader asserts it (a
+/// length byte of 200 panicked: found by fuzz/perf_data). Its length byte follows pid, tid,
+/// address, length and page offset (32 bytes) when the record's misc says it has one.
+fn mmap2_build_id_fits(record: &linux_perf_data::linux_perf_event_reader::RawEventRecord) -> bool {
+    const PERF_RECORD_MISC_MMAP_BUILD_ID: u16 = 1 << 14;
+    if record.record_type != RecordType::MMAP2 || record.misc & PERF_RECORD_MISC_MMAP_BUILD_ID == 0
+    {
+        return true;
+    }
+    record
+        .data
+        .get(32..33)
+        .is_none_or(|b| b.as_slice().first().is_none_or(|&len| len <= 20))
+}
+
 impl PerfReader {
     fn next_batch_counted(&mut self) -> Result<Option<Batch>, Error> {
         if self.fast.is_some() {
@@ -1723,6 +1738,12 @@ impl PerfReader {
                         self.first_error.get_or_insert(e);
                     }
                 }
+                continue;
+            }
+            if !mmap2_build_id_fits(&record) {
+                self.malformed_samples += 1;
+                self.first_error
+                    .get_or_insert_with(|| "an MMAP2 record with a build id over 20 bytes".into());
                 continue;
             }
             let m = match record.parse() {
@@ -1786,6 +1807,17 @@ fn numa_topology_section(f: &PerfFile) -> Result<Option<Topology>, String> {
     if nodes.iter().enumerate().any(|(i, n)| n.0 as usize != i) {
         // Sparse node ids cannot form a core Topology; leave CPU nodes unknown.
         return Ok(None);
+    }
+    if nodes.len() > numalab_core::nodemask::MAX_NODES {
+        return Err(format!(
+            "{} nodes, more than the {} a node mask holds",
+            nodes.len(),
+            numalab_core::nodemask::MAX_NODES
+        ));
+    }
+    // a memory size past 2^64 bytes is corrupt (it overflowed: found by fuzz/perf_data)
+    if let Some(bad) = nodes.iter().find(|n| n.1.checked_mul(1024).is_none()) {
+        return Err(format!("node {} claims {} KiB of memory", bad.0, bad.1));
     }
     let n = nodes.len();
     Ok(Some(Topology {

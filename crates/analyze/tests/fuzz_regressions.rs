@@ -3,6 +3,7 @@
 
 use numalab_analyze::format::SampleReader;
 use numalab_analyze::perf::{PerfOptions, PerfReader};
+use numalab_analyze::record::SampleSource;
 use std::path::Path;
 
 fn data(name: &str) -> std::path::PathBuf {
@@ -13,7 +14,6 @@ fn data(name: &str) -> std::path::PathBuf {
 
 /// Open an Arrow sample file and read all its batches.
 fn read_samples(path: &Path) -> Result<(), numalab_analyze::Error> {
-    use numalab_analyze::record::SampleSource;
     let bytes = std::fs::read(path).unwrap();
     let mut r = SampleReader::new(std::io::Cursor::new(bytes), path)?;
     while r.next_batch()?.is_some() {}
@@ -53,8 +53,7 @@ fn a_perf_data_command_line_claiming_a_billion_strings_is_left_out() {
     // linux-perf-data reserved 32 GB for the strings the count claims
     let path = data("perf-cmdline-count-1e9.data");
     if let Ok(r) = PerfReader::open(&path, PerfOptions::default()) {
-        use numalab_analyze::record::SampleSource;
-        assert_eq!(
+            assert_eq!(
             r.meta().workload,
             "",
             "the malformed command line is left out"
@@ -96,5 +95,45 @@ fn an_arrow_dictionary_batch_without_data_is_refused() {
     // arrow-ipc unwrapped the missing data and panicked
     let path = data("arrow-dictionary-without-data.arrows");
     let err = read_samples(&path).expect_err("refused").to_string();
-    assert!(err.contains("not an Arrow IPC stream") || err.contains("without its data"), "{err}");
+    assert!(
+        err.contains("not an Arrow IPC stream") || err.contains("without its data"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_arrow_buffer_of_a_length_no_value_size_divides_is_refused() {
+    // arrow-ipc asserted that the typed buffer holds whole values and panicked
+    let path = data("arrow-buffer-length-not-whole.arrows");
+    let err = read_samples(&path).expect_err("refused").to_string();
+    assert!(err.contains("whole") && err.contains("values"), "{err}");
+}
+
+#[test]
+fn a_perf_data_mmap2_record_with_an_oversized_build_id_is_counted_as_malformed() {
+    // linux-perf-event-reader asserted the build id's length and panicked
+    let path = data("perf-mmap2-build-id-200.data");
+    // read as `numalab analyze` reads (and the fuzz target did)
+    if let Ok(mut r) = PerfReader::open(&path, PerfOptions::default()) {
+        let (mut rows, mut maps) = (Vec::new(), Vec::new());
+        while let Ok(true) = r.next_rows(&mut rows, &mut maps) {}
+    }
+}
+
+#[test]
+fn an_arrow_stream_with_a_second_schema_is_refused() {
+    // arrow-ipc decoded the later schema unchecked and panicked on a field of type NONE
+    let path = data("arrow-second-schema.arrows");
+    let err = read_samples(&path).expect_err("refused").to_string();
+    assert!(err.contains("second schema"), "{err}");
+}
+
+#[test]
+fn a_perf_data_node_claiming_zettabytes_of_memory_is_refused() {
+    // numalab's own NUMA-topology decoding multiplied the KiB count to bytes and overflowed
+    let path = data("perf-node-memory-overflow.data");
+    if let Ok(mut r) = PerfReader::open(&path, PerfOptions::default()) {
+        let (mut rows, mut maps) = (Vec::new(), Vec::new());
+        while let Ok(true) = r.next_rows(&mut rows, &mut maps) {}
+    }
 }
