@@ -1128,13 +1128,12 @@ fn cmdline(perf_file: &PerfFile) -> String {
     let Some(data) = perf_file.feature_section_data(Feature::CMDLINE) else {
         return String::new();
     };
-    let Some(count) = data.get(..4).map(|b| {
-        let b: [u8; 4] = b.try_into().expect("4 bytes");
-        match perf_file.endian() {
-            Endianness::LittleEndian => u32::from_le_bytes(b),
-            Endianness::BigEndian => u32::from_be_bytes(b),
-        }
-    }) else {
+    let mut c = Cursor {
+        data,
+        at: 0,
+        big: perf_file.endian() == Endianness::BigEndian,
+    };
+    let Ok(count) = c.u32("string count") else {
         return String::new();
     };
     if count as usize > (data.len() - 4) / 4 {
@@ -1268,45 +1267,29 @@ fn attr_sections_overrun(
 /// events: found by fuzz/perf_data). Layout: nr, attr_size (u32 each), then per event the
 /// attr, nr_ids (u32), a string (u32 length, bytes), nr_ids u64 ids.
 fn event_desc_overrun(d: &[u8], big: bool) -> Option<String> {
-    let u32_at = |at: usize| {
-        d.get(at..at + 4).map(|b| {
-            let b: [u8; 4] = b.try_into().expect("4 bytes");
-            if big {
-                u32::from_be_bytes(b)
-            } else {
-                u32::from_le_bytes(b)
-            }
-        })
+    let mut c = Cursor {
+        data: d,
+        at: 0,
+        big,
     };
-    let short = || Some(format!("end inside their own {} bytes", d.len()));
-    let (Some(nr), Some(attr_size)) = (u32_at(0), u32_at(4)) else {
-        return short();
+    let (Ok(nr), Ok(attr_size)) = (c.u32("nr"), c.u32("attr_size")) else {
+        return Some(format!("end inside their own {} bytes", d.len()));
     };
-    let mut at = 8usize;
-    for i in 0..nr {
-        let over = || {
-            Some(format!(
+    let event = |c: &mut Cursor| -> Result<(), String> {
+        c.take(attr_size as usize, "attr")?;
+        let nr_ids = c.u32("nr_ids")?;
+        let name_len = c.u32("event string length")?;
+        c.take(name_len as usize, "event string")?;
+        c.skip_u64s(u64::from(nr_ids), "ids")
+    };
+    (0..nr).find_map(|i| {
+        event(&mut c).err().map(|_| {
+            format!(
                 "claim more than their {} bytes hold (event {i} of {nr})",
                 d.len()
-            ))
-        };
-        let Some(ids_at) = at.checked_add(attr_size as usize) else {
-            return over();
-        };
-        let (Some(nr_ids), Some(name_len)) =
-            (u32_at(ids_at), ids_at.checked_add(4).and_then(u32_at))
-        else {
-            return over();
-        };
-        match (ids_at + 8)
-            .checked_add(name_len as usize)
-            .and_then(|a| a.checked_add((nr_ids as usize).checked_mul(8)?))
-        {
-            Some(end) if end <= d.len() => at = end,
-            _ => return over(),
-        }
-    }
-    None
+            )
+        })
+    })
 }
 
 /// A perf.data header patched for `file` of `file_len` bytes when the file is shorter than
