@@ -318,7 +318,7 @@ impl<W: Write> SampleWriter<W> {
 /// Reads a sample stream one record batch at a time.
 pub struct SampleReader<R: Read> {
     path: PathBuf,
-    reader: StreamReader<Checked<R>>,
+    reader: StreamReader<Framed<R>>,
     meta: FileMeta,
     placement: Option<Placement>,
     /// Records read so far, and the note once the stream ended inside a batch.
@@ -340,10 +340,6 @@ impl SampleReader<BufReader<File>> {
     }
 }
 
-/// A stream whose schema message [`checked_schema`] has read and checked, then the rest,
-/// every message's framing checked as it passes ([`Framed`]).
-type Checked<R> = Framed<std::io::Chain<std::io::Cursor<Vec<u8>>, R>>;
-
 /// The largest message body accepted: a numalab batch of 65 536 samples is about 4 MB.
 const BODY_MAX_BYTES: u64 = 256 << 20;
 
@@ -355,6 +351,7 @@ const BODY_MAX_BYTES: u64 = 256 << 20;
 /// its last whole batch).
 struct Framed<R> {
     inner: R,
+    /// What the schema says of the batches' buffers (`read_schema`).
     layout: Layout,
     /// Checked bytes not yet handed on, and how many were.
     pending: Vec<u8>,
@@ -363,20 +360,17 @@ struct Framed<R> {
     body_left: u64,
     /// The end-of-stream marker passed (or the source ended): pass the rest through.
     done: bool,
-    /// Messages passed so far (the first is the schema `checked_schema` checked).
-    messages: u64,
 }
 
 impl<R: Read> Framed<R> {
-    fn new(inner: R, layout: Layout) -> Framed<R> {
+    fn new(inner: R) -> Framed<R> {
         Framed {
             inner,
-            layout,
+            layout: Layout::default(),
             pending: Vec::new(),
             at: 0,
             body_left: 0,
             done: false,
-            messages: 0,
         }
     }
 
@@ -395,48 +389,82 @@ impl<R: Read> Framed<R> {
         Ok(got == n)
     }
 
-    /// Read and check the next message's prefix and metadata into `pending`.
-    fn next_message(&mut self) -> std::io::Result<()> {
-        let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
+    /// Read the next message's prefix and metadata into `pending`; the metadata's start in
+    /// it, or None when the source ended first or the end-of-stream marker came (`done`).
+    fn read_message(&mut self) -> Result<Option<usize>, String> {
         self.pending.clear();
         self.at = 0;
-        if !self.take(4)? {
+        let io = |e: std::io::Error| format!("cannot read it: {e}");
+        if !self.take(4).map_err(io)?
+            || (self.pending[..4] == [0xff; 4] && !self.take(4).map_err(io)?)
+        {
             self.done = true;
-            return Ok(());
-        }
-        if self.pending[..4] == [0xff; 4] && !self.take(4)? {
-            self.done = true;
-            return Ok(());
+            return Ok(None);
         }
         let n = self.pending.len();
         let len = i32::from_le_bytes(self.pending[n - 4..].try_into().expect("4 bytes"));
         if len == 0 {
             self.done = true; // the end-of-stream marker
-            return Ok(());
+            return Ok(None);
         }
         let len = usize::try_from(len)
             .ok()
             .filter(|&l| l <= SCHEMA_MAX_BYTES)
-            .ok_or_else(|| invalid(format!("a message's metadata claims {len} bytes")))?;
-        if !self.take(len)? {
+            .ok_or_else(|| format!("a message's metadata claims {len} bytes"))?;
+        if !self.take(len).map_err(io)? {
             self.done = true;
-            return Ok(());
+            return Ok(None);
         }
+        Ok(Some(n))
+    }
+
+    /// The metadata `read_message` put in `pending` from `n`, verified, and its body's
+    /// length, at most [`BODY_MAX_BYTES`].
+    fn message(&self, n: usize) -> Result<(arrow_ipc::Message<'_>, u64), String> {
         let msg = arrow_ipc::root_as_message(&self.pending[n..])
-            .map_err(|e| invalid(format!("a message's metadata is corrupt: {e}")))?;
+            .map_err(|e| format!("a message's metadata is corrupt: {e}"))?;
         let body = u64::try_from(msg.bodyLength())
             .ok()
             .filter(|&b| b <= BODY_MAX_BYTES)
             .ok_or_else(|| {
-                invalid(format!(
+                format!(
                     "a message claims a body of {} bytes (at most {BODY_MAX_BYTES} accepted)",
                     msg.bodyLength()
-                ))
+                )
             })?;
-        self.messages += 1;
+        Ok((msg, body))
+    }
+
+    /// Read the stream's first message, which must be a schema arrow-ipc can decode (see
+    /// [`schema_layout`]), and keep what it says of the batches' buffers. Its bytes stay in
+    /// `pending` for the arrow reader.
+    fn read_schema(&mut self) -> Result<(), String> {
+        let Some(n) = self.read_message()? else {
+            return Err(if self.pending.is_empty() {
+                "the stream is empty (0 bytes)".into()
+            } else {
+                "the file ends inside its first message".into()
+            });
+        };
+        let (msg, body) = self.message(n)?;
+        let schema = msg
+            .header_as_schema()
+            .ok_or("its first message is not a schema")?;
+        self.layout = schema_layout(&schema)?;
+        self.body_left = body;
+        Ok(())
+    }
+
+    /// Read and check the next message (after the schema) into `pending`.
+    fn next_message(&mut self) -> std::io::Result<()> {
+        let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
+        let Some(n) = self.read_message().map_err(invalid)? else {
+            return Ok(());
+        };
+        let (msg, body) = self.message(n).map_err(invalid)?;
         // arrow-ipc decodes a schema met later unchecked (a field of type NONE panicked:
         // found by fuzz/arrow_samples); a stream has one, first
-        if self.messages > 1 && msg.header_as_schema().is_some() {
+        if msg.header_as_schema().is_some() {
             return Err(invalid("a second schema message".into()));
         }
         // arrow-ipc unwraps a dictionary batch's data (found by fuzz/arrow_samples)
@@ -567,65 +595,20 @@ impl<R: Read> Read for Framed<R> {
 /// The largest schema message accepted: numalab's are about 1 KiB.
 const SCHEMA_MAX_BYTES: usize = 1 << 20;
 
-/// Read the stream's first message and check that arrow-ipc can decode it as a schema:
-/// arrow-ipc unwraps and panics on malformed schemas (a missing field list, an integer of an
-/// unknown width, a type table the union does not hold, found by fuzz/arrow_samples), so a
-/// corrupt file must be refused before it reaches it. Only the types numalab writes are
-/// accepted (integers, floats, booleans, strings, and dictionaries of those). Returns the
-/// message's bytes, to be read again by the arrow reader.
-fn checked_schema<R: Read>(
-    src: &mut R,
-    path: &Path,
-    want: &str,
-) -> Result<(Vec<u8>, Layout), Error> {
+/// What a schema says of its batches' buffers, if arrow-ipc can decode it: arrow-ipc unwraps
+/// and panics on malformed schemas (a missing field list, an integer of an unknown width, a
+/// type table the union does not hold, found by fuzz/arrow_samples), so a corrupt file must
+/// be refused before it reaches it. Only the types numalab writes are accepted (integers,
+/// floats, booleans, strings, and dictionaries of those).
+fn schema_layout(schema: &arrow_ipc::Schema) -> Result<Layout, String> {
     use arrow_ipc::{Precision, Type};
-    let bad = |why: String| {
-        Error::new(
-            path,
-            format!("not an Arrow IPC stream (expected a numalab {want} file): {why}"),
-        )
-    };
-    let mut prefix = vec![0u8; 8];
-    let first = src
-        .read(&mut prefix[..4])
-        .map_err(|e| bad(format!("cannot read it: {e}")))?;
-    if first == 0 {
-        return Err(bad("the stream is empty (0 bytes)".into()));
-    }
-    src.read_exact(&mut prefix[first..4])
-        .map_err(|e| bad(format!("cannot read its first message: {e}")))?;
-    let mut at = 4;
-    if prefix[..4] == [0xff; 4] {
-        src.read_exact(&mut prefix[4..8])
-            .map_err(|e| bad(format!("cannot read its first message: {e}")))?;
-        at = 8;
-    }
-    prefix.truncate(at);
-    let len = i32::from_le_bytes(prefix[at - 4..at].try_into().expect("4 bytes"));
-    let len = usize::try_from(len)
-        .ok()
-        .filter(|&l| l > 0 && l <= SCHEMA_MAX_BYTES)
-        .ok_or_else(|| bad(format!("its schema message claims {len} bytes")))?;
-    let mut message = vec![0u8; len];
-    src.read_exact(&mut message).map_err(|_| {
-        bad(format!(
-            "the file ends inside its {len}-byte schema message"
-        ))
-    })?;
-    let msg = arrow_ipc::root_as_message(&message)
-        .map_err(|e| bad(format!("its schema message is corrupt: {e}")))?;
-    let schema = msg
-        .header_as_schema()
-        .ok_or_else(|| bad("its first message is not a schema".into()))?;
-    let fields = schema
-        .fields()
-        .ok_or_else(|| bad("its schema has no field list".into()))?;
+    let fields = schema.fields().ok_or("its schema has no field list")?;
     let int_ok =
         |i: Option<arrow_ipc::Int>| i.is_some_and(|i| matches!(i.bitWidth(), 8 | 16 | 32 | 64));
     let mut layout = Layout::default();
     for (n, f) in fields.iter().enumerate() {
         let name = f.name().unwrap_or("?");
-        let what = |why: &str| bad(format!("schema field {n} ('{name}') {why}"));
+        let what = |why: &str| format!("schema field {n} ('{name}') {why}");
         if let Some(d) = f.dictionary() {
             if !int_ok(d.indexType()) {
                 return Err(what("has a dictionary without a valid index type"));
@@ -664,8 +647,7 @@ fn checked_schema<R: Read>(
             None => layout.columns.extend(values),
         }
     }
-    prefix.extend_from_slice(&message);
-    Ok((prefix, layout))
+    Ok(layout)
 }
 
 /// What the schema says a batch's buffers hold: the size of a value in each buffer of a
@@ -679,12 +661,17 @@ struct Layout {
 }
 
 fn stream_reader<R: Read>(
-    mut src: R,
+    src: R,
     path: &Path,
     want: &str,
-) -> Result<StreamReader<Checked<R>>, Error> {
-    let (schema, layout) = checked_schema(&mut src, path, want)?;
-    let src = Framed::new(std::io::Cursor::new(schema).chain(src), layout);
+) -> Result<StreamReader<Framed<R>>, Error> {
+    let mut src = Framed::new(src);
+    src.read_schema().map_err(|why| {
+        Error::new(
+            path,
+            format!("not an Arrow IPC stream (expected a numalab {want} file): {why}"),
+        )
+    })?;
     let reader = StreamReader::try_new(src, None).map_err(|e| {
         Error::new(
             path,
