@@ -48,6 +48,7 @@ struct FileRaw {
     source: Option<String>,
     link_shape: Option<ShapeRaw>,
     link_coherence_overhead: Option<f64>,
+    memory_directory: Option<bool>,
     replace_links: Option<bool>,
     core: Option<CoreRaw>,
     distances: Option<DistancesRaw>,
@@ -846,6 +847,12 @@ fn resolve(
         "the coherence traffic added to link payload as a fraction (0.1 Intel, 0.2 Opteron)",
     )?;
 
+    // Optional: a machine without the key has no memory directory (snooping or probes only).
+    let memory_directory = raw
+        .memory_directory
+        .or(b.map(|m| m.memory_directory))
+        .unwrap_or(false);
+
     let ro = raw.os.unwrap_or_default();
     let oo = b.map(|m| m.os.clone()).unwrap_or_else(OsCosts::reference);
     let os = OsCosts {
@@ -874,6 +881,7 @@ fn resolve(
         links,
         link_shape,
         link_coherence_overhead,
+        memory_directory,
         os,
     })
 }
@@ -959,6 +967,7 @@ pub(crate) fn to_toml(m: &Machine) -> String {
         "link_coherence_overhead = {}",
         num(m.link_coherence_overhead)
     );
+    let _ = writeln!(s, "memory_directory = {}", m.memory_directory);
 
     let c = &m.core;
     let _ = writeln!(s, "\n[core]");

@@ -93,6 +93,9 @@ pub struct HwlocDefaults {
     pub link_shape: Curve,
     /// Coherence traffic on links as a fraction of payload: 0.1 (§5.3, Intel).
     pub link_coherence_overhead: f64,
+    /// Whether the sockets keep an in-memory coherence directory: false (hwloc does not say
+    /// how sockets keep coherence; without a directory no directory writes are added).
+    pub memory_directory: bool,
     /// Remote distance written into the matrix when the file has none. 20.
     pub remote_distance_when_missing: u32,
     /// Memory of a NUMA node without `local_memory`, bytes. 16 GiB.
@@ -160,6 +163,7 @@ impl Default for HwlocDefaults {
             curve_shape: Curve::intel_shape(),
             link_shape: Curve::intel_shape(),
             link_coherence_overhead: 0.1,
+            memory_directory: false,
             remote_distance_when_missing: 20,
             mem_bytes_when_missing: 16 << 30,
             os: OsCosts::reference(),
@@ -1651,6 +1655,7 @@ pub fn import_parsed_detailed(
         links,
         link_shape: d.link_shape.clone(),
         link_coherence_overhead: d.link_coherence_overhead,
+        memory_directory: d.memory_directory,
         os: d.os.clone(),
     };
     Ok(Imported {

@@ -297,6 +297,11 @@ pub struct Machine {
     pub link_shape: Curve,
     /// Coherence overhead added to link payload (0.2 = +20 %).
     pub link_coherence_overhead: f64,
+    /// The sockets keep an in-memory coherence directory (Intel's "memory directory": bits
+    /// in each line's ECC saying whether another socket may hold it), so a remote read that
+    /// changes a line's directory state writes the line back to its home node
+    /// (docs/model.md, "Memory directory").
+    pub memory_directory: bool,
     pub os: OsCosts,
 }
 

@@ -284,7 +284,7 @@ pub fn summary(m: &Machine) -> String {
 
     let _ = writeln!(
         s,
-        "\nlinks (shape {}, coherence overhead +{} %)",
+        "\nlinks (shape {}, coherence overhead +{} %{})",
         if m.link_shape == crate::Curve::intel_shape() {
             "Intel"
         } else if m.link_shape == crate::Curve::amd_shape() {
@@ -292,7 +292,12 @@ pub fn summary(m: &Machine) -> String {
         } else {
             "custom"
         },
-        trim(m.link_coherence_overhead * 100.0, 1)
+        trim(m.link_coherence_overhead * 100.0, 1),
+        if m.memory_directory {
+            ", memory directory"
+        } else {
+            ""
+        }
     );
     if m.links.is_empty() {
         let _ = writeln!(s, "  none");

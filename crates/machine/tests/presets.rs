@@ -353,3 +353,26 @@ fn presets_carry_their_rob_and_paging_structure_caches() {
     );
     assert_eq!(amd.core.rob_entries, 128);
 }
+
+#[test]
+fn the_intel_presets_with_a_directory_in_their_default_snoop_mode_keep_one() {
+    // Broadwell-EP (home snoop with directory by default), Skylake-SP and Cascade Lake keep the
+    // memory directory; Haswell-EP's default early snoop, the source-snooping Nehalem and
+    // Westmere EP parts and the probing Opterons do not (docs/model.md, "Memory directory").
+    let mut with: Vec<&str> = preset_ids()
+        .into_iter()
+        .filter(|id| preset(id).unwrap().memory_directory)
+        .collect();
+    with.sort_unstable();
+    let mut expected = vec![
+        "xeon-e5-2699v4-2n",
+        "xeon-e5-2699v4-2n-vm",
+        "xeon-gold6130-2n",
+        "xeon-gold6130-4n",
+        "xeon-gold6140-2n",
+        "xeon-platinum8180-2n",
+        "xeon-clx24-2n",
+    ];
+    expected.sort_unstable();
+    assert_eq!(with, expected);
+}

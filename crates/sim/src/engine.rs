@@ -8,6 +8,7 @@ use crate::config::{Progress, SimConfig};
 use crate::hw::cache::{CacheOutcome, SetAssocCache};
 use crate::hw::compact_cache::CompactCache;
 use crate::hw::host_isa::{Avx2, Avx512, Baseline, HostIsa};
+use crate::hw::memory_directory::MemoryDirectory;
 use crate::hw::overlap::Window;
 use crate::hw::private_cache::{Build, On, PrivateCache, PrivateLayout};
 use crate::hw::smt::Cores;
@@ -277,6 +278,8 @@ struct Shared {
     os: Os,
     llc: Vec<SetAssocCache>,
     mem: MemSys,
+    /// The sockets' memory directory, on machines that keep one (hw/memory_directory.rs).
+    directory: Option<MemoryDirectory>,
     p: Params,
     sample_period: u64,
     sample_countdown: u64,
@@ -507,6 +510,7 @@ impl Simulator {
         };
         let sh = Shared {
             mem: MemSys::new(machine, &routes),
+            directory: machine.memory_directory.then(MemoryDirectory::new),
             os,
             llc,
             p,
@@ -1476,6 +1480,7 @@ impl Simulator {
                 node: d as u16,
                 ctrl_read_bytes: sh.mem.ctrl_read_bytes(d),
                 ctrl_write_bytes: sh.mem.ctrl_write_bytes[d],
+                directory_write_bytes: sh.mem.directory_write_bytes[d],
                 served_from: served[d].clone(),
                 avg_utilisation: avg_util[d],
                 peak_utilisation: sh.mem.ctrl_util_max[d],
@@ -1811,7 +1816,7 @@ fn hierarchy<B: Build>(
                         sh.llc[node].access(ev.line, true, ev.meta)
                     {
                         if e2.dirty {
-                            sh.mem.write_back(node, e2.meta as usize);
+                            write_back(sh, node, e2.line, e2.meta as usize);
                         }
                     }
                 }
@@ -1821,11 +1826,18 @@ fn hierarchy<B: Build>(
                 CacheOutcome::Miss { evicted } => {
                     if let Some(ev) = evicted {
                         if ev.dirty {
-                            sh.mem.write_back(node, ev.meta as usize);
+                            write_back(sh, node, ev.line, ev.meta as usize);
                         }
                     }
                     th.s.llc_misses += 1;
                     sh.mem.read(node, home);
+                    if home != node {
+                        if let Some(dir) = &mut sh.directory {
+                            if dir.remote_read(line, home) {
+                                sh.mem.directory_write(node, home);
+                            }
+                        }
+                    }
                     let lat = sh.mem.read_latency_ns(node, home);
                     th.s.dram_by_node[home] += 1;
                     if home == node {
@@ -1838,6 +1850,16 @@ fn hierarchy<B: Build>(
                 }
             }
         }
+    }
+}
+
+/// A dirty line evicted from node `node`'s LLC goes back to its home; the write stores the
+/// line's directory state I (hw/memory_directory.rs).
+#[inline(always)]
+fn write_back(sh: &mut Shared, node: usize, line: u64, home: usize) {
+    sh.mem.write_back(node, home);
+    if let Some(dir) = &mut sh.directory {
+        dir.write_back(line);
     }
 }
 

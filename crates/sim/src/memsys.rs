@@ -98,6 +98,8 @@ pub struct MemSys {
     // accessors below include them)
     ctrl_read_bytes: Vec<u64>,
     pub ctrl_write_bytes: Vec<u64>,
+    /// Of `ctrl_write_bytes`, the lines written to update the memory directory.
+    pub directory_write_bytes: Vec<u64>,
     /// DRAM requests served by controller `to` for CPU node `from`: `served[to][from]`.
     served: Vec<Vec<u64>>,
     pub link_bytes: Vec<f64>,
@@ -185,6 +187,7 @@ impl MemSys {
             copy_bytes_per_ns: m.os.kernel_copy_mbps / 1000.0,
             ctrl_read_bytes: vec![0; n],
             ctrl_write_bytes: vec![0; n],
+            directory_write_bytes: vec![0; n],
             served: vec![vec![0; n]; n],
             link_bytes: vec![0.0; slots],
             ctrl_util_max: vec![0.0; n],
@@ -280,6 +283,18 @@ impl MemSys {
         for &l in &self.write_slots[s * self.n + d] {
             self.epoch_link_bytes[l as usize] += wire;
         }
+    }
+
+    /// Account the write with which memory node `d` updates a line's directory state after a
+    /// read by CPU node `s` (hw/memory_directory.rs): a line written to `d`'s controller by
+    /// its own home agent, on no link. It counts as `s`'s line, the reader that caused it.
+    #[inline]
+    pub fn directory_write(&mut self, s: usize, d: usize) {
+        let b = self.line_bytes as u64;
+        self.epoch_ctrl_bytes[d] += b;
+        self.ctrl_write_bytes[d] += b;
+        self.directory_write_bytes[d] += b;
+        self.epoch_writes[s * self.n + d] += 1;
     }
 
     /// Account the zeroing of a freshly allocated folio of `bytes` on memory node `d` by a

@@ -121,6 +121,10 @@ pub struct NodeStats {
     pub node: u16,
     pub ctrl_read_bytes: u64,
     pub ctrl_write_bytes: u64,
+    /// Of `ctrl_write_bytes`, the lines the controller wrote to update the memory directory
+    /// after remote reads (machines with one: hw/memory_directory.rs).
+    #[serde(default)]
+    pub directory_write_bytes: u64,
     /// DRAM requests this controller served, per requesting node.
     pub served_from: Vec<u64>,
     /// Average and peak utilisation of the controller over the run.
