@@ -69,6 +69,12 @@ impl ThreadStats {
         self.for_each_counter(other, |a, b| *a += b, |a, b| *a += b);
     }
 
+    /// Add `other`'s counters `k` times (a phase weighted by how often the full-length run
+    /// repeats it: `numalab validate`'s `full_run`).
+    pub fn add_times(&mut self, other: &ThreadStats, k: u64) {
+        self.for_each_counter(other, |a, b| *a += b * k, |a, b| *a += b * k as f64);
+    }
+
     fn for_each_counter(
         &mut self,
         o: &ThreadStats,

@@ -81,6 +81,9 @@ pub struct Case {
     /// How the inputs were shrunk from the published ones, and why the shrink keeps what
     /// decides the result.
     pub shrink: Option<String>,
+    /// The repeated part the shrink cut short and how often the published run does it: the
+    /// scored figures weigh that part back (full_run.rs).
+    pub full_run: Option<crate::full_run::FullRun>,
 }
 
 fn default_pin() -> String {
@@ -157,6 +160,20 @@ impl Case {
                 "case {id}: expect = faster/slower needs a time comparison, not {}",
                 metric.name()
             );
+        }
+        if let Some(fr) = &self.full_run {
+            if fr.times == 0 {
+                bail!("case {id}: full_run.times must be at least 1");
+            }
+            if self.region.is_some() {
+                bail!("case {id}: give either region (a phase timed alone) or full_run, not both");
+            }
+            if matches!(
+                metric,
+                Metric::StreamGibpsPerInstance | Metric::StreamGibpsTotal
+            ) {
+                bail!("case {id}: full_run does not apply to {}", metric.name());
+            }
         }
         for v in [self.published, self.published_base].into_iter().flatten() {
             if !v.is_finite() {

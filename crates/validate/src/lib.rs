@@ -7,6 +7,7 @@
 //! ([`score`]): direction right, within ±30 % (or ±1 point for values of 3 or less).
 
 pub mod case;
+pub mod full_run;
 pub mod metric;
 pub mod score;
 
@@ -306,41 +307,69 @@ fn measure(c: &SourcedCase, runs: &CaseRuns, results: &[Vec<Result<SimResult, St
         .metric
         .expect("checked: simulated cases have a metric");
     let region = c.case.region.as_deref();
-    let times = |rs: &[&SimResult]| -> Option<Vec<f64>> {
-        rs.iter()
-            .map(|r| metric::region_time_ns(r, region))
-            .collect()
+    // with `full_run`, every figure comes from the runs weighted to the published length
+    let weigh = |rs: &[&SimResult]| -> Result<Option<Vec<full_run::Weighted>>, String> {
+        c.case
+            .full_run
+            .as_ref()
+            .map(|fr| rs.iter().map(|r| fr.weigh(r)).collect())
+            .transpose()
     };
-    let mean_ms = |rs: &[&SimResult]| times(rs).map(|t| mean(&t) / 1e6);
+    let measured_w = match weigh(&measured) {
+        Ok(w) => w,
+        Err(e) => return score::failed(c, e),
+    };
+    let base_w = match base.as_deref().map(weigh).transpose() {
+        Ok(w) => w.flatten(),
+        Err(e) => return score::failed(c, e),
+    };
+    let times = |rs: &[&SimResult], w: &Option<Vec<full_run::Weighted>>| -> Option<Vec<f64>> {
+        match w {
+            Some(w) => Some(w.iter().map(|x| x.time_ns).collect()),
+            None => rs
+                .iter()
+                .map(|r| metric::region_time_ns(r, region))
+                .collect(),
+        }
+    };
+    let per_run = |rs: &[&SimResult], w: &Option<Vec<full_run::Weighted>>| -> Vec<Option<f64>> {
+        match w {
+            Some(w) => w.iter().map(|x| metric.of_metrics(&x.metrics)).collect(),
+            None => rs.iter().map(|r| metric.of_run(r, region)).collect(),
+        }
+    };
+    let (times_m, times_b) = (
+        times(&measured, &measured_w),
+        base.as_deref().and_then(|b| times(b, &base_w)),
+    );
     let (value, each) = if metric.is_comparative() {
-        let b = base.as_ref().expect("comparative cases have a base run");
-        match (times(b), times(&measured)) {
+        match (&times_b, &times_m) {
             (Some(tb), Some(tc)) => (
-                metric.compare(mean(&tb), mean(&tc)),
+                metric.compare(mean(tb), mean(tc)),
                 tb.iter()
-                    .zip(&tc)
+                    .zip(tc)
                     .map(|(&x, &y)| metric.compare(x, y))
                     .collect(),
             ),
             _ => (None, Vec::new()),
         }
     } else {
-        let each: Vec<Option<f64>> = measured.iter().map(|r| metric.of_run(r, region)).collect();
+        let each = per_run(&measured, &measured_w);
         (mean_of(each.iter().copied()), each)
     };
     let base_value = if metric.is_comparative() {
         None
     } else {
-        base.as_ref()
-            .and_then(|b| mean_of(b.iter().map(|r| metric.of_run(r, region))))
+        base.as_deref()
+            .and_then(|b| mean_of(per_run(b, &base_w).into_iter()))
     };
     score::score(
         c,
         Measured {
             value,
             base_value,
-            base_ms: base.as_deref().and_then(mean_ms),
-            config_ms: mean_ms(&measured),
+            base_ms: times_b.as_deref().map(|t| mean(t) / 1e6),
+            config_ms: times_m.as_deref().map(|t| mean(t) / 1e6),
             spread: range_of(&each),
         },
     )

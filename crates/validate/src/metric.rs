@@ -1,5 +1,6 @@
 //! What a case measures, and how it is read from simulation results.
 
+use numalab_sim::results::Metrics;
 use numalab_sim::SimResult;
 use serde::{Deserialize, Serialize};
 
@@ -69,12 +70,19 @@ impl Metric {
     /// A per-run metric. `region` is the phase the case times (None: the whole run).
     pub fn of_run(self, r: &SimResult, region: Option<&str>) -> Option<f64> {
         match self {
-            Metric::LarPercent => r.metrics.lar_percent,
-            Metric::ImbalancePercent => r.metrics.imbalance_percent,
-            Metric::MaxFaultTimeSharePercent => r.metrics.max_page_fault_time_share_percent,
-            Metric::WalkL2MissSharePercent => r.metrics.pagewalk_l2_miss_share_percent,
             Metric::StreamGibpsPerInstance => stream_gibps(r, region).map(|(one, _)| one),
             Metric::StreamGibpsTotal => stream_gibps(r, region).map(|(_, all)| all),
+            _ => self.of_metrics(&r.metrics),
+        }
+    }
+
+    /// A per-run metric that the run's metrics give (LAR, imbalance, fault and walk shares).
+    pub fn of_metrics(self, m: &Metrics) -> Option<f64> {
+        match self {
+            Metric::LarPercent => m.lar_percent,
+            Metric::ImbalancePercent => m.imbalance_percent,
+            Metric::MaxFaultTimeSharePercent => m.max_page_fault_time_share_percent,
+            Metric::WalkL2MissSharePercent => m.pagewalk_l2_miss_share_percent,
             _ => None,
         }
     }
