@@ -5,6 +5,7 @@ mod balance;
 mod bench_analyze;
 mod compare;
 mod convert;
+mod docs_gen;
 mod migrate;
 mod output;
 mod record;
@@ -13,7 +14,7 @@ mod topo;
 mod validate;
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Parser)]
@@ -64,6 +65,11 @@ enum Cmd {
     /// Run the validation suite: published NUMA measurements simulated and scored (direction,
     /// within ±30 %), one row per case, totals per source (docs/VALIDATION.md).
     Validate(validate::ValidateArgs),
+    /// Print a shell completion script to standard output (README, "Shell completions and
+    /// man pages", says where to put it).
+    Completions(docs_gen::CompletionsArgs),
+    /// Write man pages for numalab and every subcommand into a directory.
+    Man(docs_gen::ManArgs),
 }
 
 #[derive(Args, Clone)]
@@ -134,8 +140,10 @@ enum BenchCmd {
 
 #[derive(Args, Clone)]
 pub struct BenchMigrateArgs {
+    /// Node the memory starts on.
     #[arg(long, default_value_t = 0)]
     from: u16,
+    /// Node it is moved to.
     #[arg(long, default_value_t = 1)]
     to: u16,
     /// Memory moved per measurement: bytes or with K/M/G.
@@ -164,12 +172,17 @@ fn thread_count(s: &str) -> std::result::Result<usize, String> {
 
 #[derive(Args, Clone)]
 pub struct BenchSimArgs {
+    /// Machine simulated: a preset id (`numalab machine list`), a .toml or an hwloc .xml file.
     #[arg(long, default_value = "opteron6272-8n")]
     machine: String,
+    /// Workload spec simulated (`numalab workload list`); the default is the benchmark that
+    /// docs/PERFORMANCE.md records.
     #[arg(long, default_value = "npb-cg:class=B,niter=1")]
     workload: String,
+    /// Simulated threads (the host runs the simulation on one thread whatever this is).
     #[arg(long, default_value_t = 16, value_parser = thread_count, allow_negative_numbers = true)]
     threads: usize,
+    /// Transparent huge pages in the simulated kernel: never, madvise or always.
     #[arg(long, default_value = "never")]
     thp: String,
     /// Repetitions; the best is reported.
@@ -368,6 +381,12 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Convert(a) => convert::run(a),
         Cmd::Balance(a) => balance::run(a),
         Cmd::Validate(a) => validate::run(a),
+        Cmd::Completions(a) => docs_gen::completions(&a, Cli::command()),
+        Cmd::Man(a) => {
+            let pages = docs_gen::man(&a, Cli::command())?;
+            println!("wrote {} man pages into {}", pages.len(), a.out.display());
+            Ok(())
+        }
     }
 }
 

@@ -16,6 +16,7 @@ use crate::hw::store_buffer::StoreBuffer;
 use crate::hw::tlb::{Tlb, TlbOutcome};
 use crate::memsys::MemSys;
 use crate::os::first_touch::Touch;
+use crate::os::mmap_lock::MmapLock;
 use crate::os::{MigrateReport, Os, OsError};
 use crate::pinning::Pinning;
 use crate::results::*;
@@ -233,6 +234,9 @@ struct Thread {
     /// the backlog it joins: `wait_for_backlogs`).
     zeroing: Option<Zeroing>,
     zeroed_in_epoch: bool,
+    /// First-touch faults in the current epoch: its share of its process's mmap_lock
+    /// backlog (`Simulator::wait_for_mmap_lock`).
+    epoch_faults: u32,
     s: ThreadStats,
     /// The phase the thread is in: its id, start clock and the counters at its start.
     phase: Option<(u16, f64, Box<ThreadStats>)>,
@@ -242,6 +246,14 @@ struct Thread {
 }
 
 impl Thread {}
+
+/// A thread that ended its program in an epoch and waits at the epoch's end for what it
+/// issued before (a backlog, the mmap_lock) ends when the wait does.
+fn finish_after_wait(th: &mut Thread) {
+    if th.finished {
+        th.s.time_ns = th.clock;
+    }
+}
 
 /// A huge page being zeroed by its thread's fault: `bytes` written to `node` at an even rate
 /// over `[from_ns, until_ns)`; `written` of them are in the epochs closed so far.
@@ -280,6 +292,8 @@ struct Shared {
     mem: MemSys,
     /// The sockets' memory directory, on machines that keep one (hw/memory_directory.rs).
     directory: Option<MemoryDirectory>,
+    /// Each process's mmap_lock line, which its page faults pass (os/mmap_lock.rs).
+    mmap_lock: MmapLock,
     p: Params,
     sample_period: u64,
     sample_countdown: u64,
@@ -413,7 +427,7 @@ impl Simulator {
                 nb.set_cpus_allowed(t as u32, a);
             }
         }
-        let threads = specs
+        let threads: Vec<Thread> = specs
             .into_iter()
             .zip(cpus)
             .enumerate()
@@ -450,6 +464,7 @@ impl Simulator {
                     epoch_zero_lines: 0,
                     zeroing: None,
                     zeroed_in_epoch: false,
+                    epoch_faults: 0,
                     epoch_dram_start: 0,
                     s: ThreadStats {
                         thread: i as u32,
@@ -508,7 +523,28 @@ impl Simulator {
             mprotect_ns: os_c.mprotect_ns,
             pt_lines: PtLines::new(os.va_end(), max_set_bits),
         };
+        let mmap_lock = {
+            let tasks = threads
+                .iter()
+                .map(|t| t.task.index() + 1)
+                .max()
+                .unwrap_or(0);
+            let mut nodes_of = vec![Vec::new(); tasks];
+            for t in &threads {
+                nodes_of[t.task.index()].push(t.node);
+            }
+            // a line moving between cores: on-chip at the LLC's latency, across nodes at
+            // about a remote memory access (E)
+            MmapLock::new(&nodes_of, machine.topology.num_nodes(), |from, to| {
+                if from == to {
+                    c.llc_hit_ns
+                } else {
+                    machine.idle_latency_ns(&routes, NodeId(to as u16), NodeId(from as u16))
+                }
+            })
+        };
         let sh = Shared {
+            mmap_lock,
             mem: MemSys::new(machine, &routes),
             directory: machine.memory_directory.then(MemoryDirectory::new),
             os,
@@ -619,6 +655,7 @@ impl Simulator {
             }
             let served = self.sh.mem.end_epoch(epoch);
             self.wait_for_backlogs(end, &served.stall_until_ns, &clocks_at_start);
+            self.wait_for_mmap_lock(end, epoch);
             let bytes = served.ctrl_bytes;
             for (n, b) in bytes.iter().enumerate() {
                 tl_acc[n] += b;
@@ -707,9 +744,40 @@ impl Simulator {
                 th.s.fault_ns += wait * in_fault;
                 th.s.memory_ns += wait * (1.0 - in_fault);
                 th.clock = until;
+                finish_after_wait(th);
             }
             th.epoch_zero_lines = 0;
             th.epoch_dram_start = th.s.dram_local + th.s.dram_remote;
+        }
+    }
+
+    /// Threads whose faults queued on their process's mmap_lock line wait for its backlog at
+    /// the epoch's end, in the fault handler, each in proportion to its faults in the epoch
+    /// (os/mmap_lock.rs).
+    fn wait_for_mmap_lock(&mut self, end: f64, epoch_ns: f64) {
+        let backlog = self.sh.mmap_lock.end_epoch(epoch_ns);
+        if backlog.iter().all(|&q| q == 0.0) {
+            for th in &mut self.threads {
+                th.epoch_faults = 0;
+            }
+            return;
+        }
+        let mut most = vec![0u32; backlog.len()];
+        for th in &self.threads {
+            let m = &mut most[th.task.index()];
+            *m = (*m).max(th.epoch_faults);
+        }
+        for th in &mut self.threads {
+            let (task, faults) = (th.task.index(), std::mem::take(&mut th.epoch_faults));
+            if faults == 0 || backlog[task] == 0.0 {
+                continue;
+            }
+            let until = end + backlog[task] * faults as f64 / most[task] as f64;
+            if th.clock < until {
+                th.s.fault_ns += until - th.clock;
+                th.clock = until;
+                finish_after_wait(th);
+            }
         }
     }
 
@@ -2195,6 +2263,8 @@ fn slow_path_after_wait(
         }
         zero_fill(th, sh, f.node.index(), f.size);
         let ns = sh.p.fault_ns[f.size.index()];
+        sh.mmap_lock.fault(th.task.index(), th.node);
+        th.epoch_faults += 1;
         th.s.faults += 1;
         th.s.fault_ns += ns;
         return Ok(ns);

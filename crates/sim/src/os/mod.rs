@@ -8,6 +8,7 @@
 pub mod first_touch;
 pub mod mempolicy;
 pub mod migration_entry;
+pub mod mmap_lock;
 pub mod next_touch;
 pub mod numa_balancing;
 pub mod pagetable;
