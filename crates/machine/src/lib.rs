@@ -235,6 +235,11 @@ pub struct OsCosts {
     pub migrate_pages_mbps: f64,
     /// Kernel-internal page copy (next-touch, balancing migrations), MB/s (GF09: ≈ 1000).
     pub kernel_copy_mbps: f64,
+    /// A huge folio (2 MiB, 1 GiB) migrated whole, as move_pages does since Linux 4.14 and
+    /// NUMA balancing's hint faults do: its copy throughput, MB/s. 0 (the reference): huge
+    /// folios move at the base-page rates (`move_pages_mbps`, `kernel_copy_mbps`), as when
+    /// move_pages split them (before 4.14) or where no figure exists for the hardware.
+    pub thp_migrate_mbps: f64,
     /// Cost of splitting one huge page, ns.
     pub split_ns: f64,
     /// Cost of one TLB shootdown (IPIs to the other CPUs of the task), ns.
@@ -273,6 +278,7 @@ impl OsCosts {
             migrate_pages_base_ns: 400_000.0,
             migrate_pages_mbps: 780.0,
             kernel_copy_mbps: 1_000.0,
+            thp_migrate_mbps: 0.0,
             split_ns: 20_000.0,
             tlb_shootdown_ns: 5_000.0,
             sample_ns: 200.0,

@@ -421,6 +421,11 @@ pub(crate) fn check(m: &Machine) -> Result<(), Problem> {
     ] {
         non_negative(key, v, "a cost in ns, 0 or more")?;
     }
+    non_negative(
+        "os.thp_migrate_mbps",
+        o.thp_migrate_mbps,
+        "a throughput in MB/s, or 0 for huge folios at the base-page rates",
+    )?;
     for (key, v) in [
         ("os.move_pages_mbps", o.move_pages_mbps),
         ("os.migrate_pages_mbps", o.migrate_pages_mbps),

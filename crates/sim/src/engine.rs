@@ -112,6 +112,8 @@ struct Params {
     fault_ns: [f64; 3],
     sample_ns: f64,
     kernel_copy_bytes_per_ns: f64,
+    /// A huge folio migrated whole (`OsCosts::thp_migrate_mbps`); 0: at the base-page rates.
+    thp_migrate_bytes_per_ns: f64,
     move_pages_base_ns: f64,
     move_pages_bytes_per_ns: f64,
     split_ns: f64,
@@ -119,6 +121,20 @@ struct Params {
     signal_ns: f64,
     mprotect_ns: f64,
     pt_lines: PtLines,
+}
+
+impl Params {
+    /// The copy time of one migrated folio of `size` at `base_bytes_per_ns`, or, for a huge
+    /// folio on a machine with a figure for it, at `thp_migrate_bytes_per_ns` (the kernel
+    /// migrates it whole: one copy_huge_page, one unmap and remap instead of 512).
+    fn folio_copy_ns(&self, size: PageSize, base_bytes_per_ns: f64) -> f64 {
+        let rate = if size != PageSize::Base4K && self.thp_migrate_bytes_per_ns > 0.0 {
+            self.thp_migrate_bytes_per_ns
+        } else {
+            base_bytes_per_ns
+        };
+        size.bytes() as f64 / rate
+    }
 }
 
 /// The per-op constants of a data reference, worked out once per op rather than per
@@ -515,6 +531,7 @@ impl Simulator {
             fault_ns: [os_c.fault_4k_ns, os_c.fault_2m_ns, os_c.fault_1g_ns],
             sample_ns: os_c.sample_ns,
             kernel_copy_bytes_per_ns: os_c.kernel_copy_mbps * 1e-3,
+            thp_migrate_bytes_per_ns: os_c.thp_migrate_mbps * 1e-3,
             move_pages_base_ns: os_c.move_pages_base_ns,
             move_pages_bytes_per_ns: os_c.move_pages_mbps * 1e-3,
             split_ns: os_c.split_ns,
@@ -1313,11 +1330,11 @@ impl Simulator {
     }
 
     /// A move_pages call made for a policy moved `r`'s folios: its copies load the memory
-    /// system; its time (`move_pages_base_ns + bytes / move_pages_mbps`) goes to its caller
+    /// system; its time (`move_pages_base_ns` + each folio's copy at `move_pages_mbps`, a huge
+    /// one at `thp_migrate_mbps` where the machine has it) goes to its caller
     /// (`charge`); each folio is under a migration entry while its copy runs, in the call's
     /// order from the call's start (`Os::mark_migrating`); the task's TLBs are shot down.
     fn after_migration(&mut self, task: TaskId, r: MigrateReport, caller: Option<usize>) {
-        let bytes: u64 = r.copies.iter().map(|c| c.2).sum();
         for &(from, to, b) in &r.copies {
             self.sh.mem.copy(from, to, b);
         }
@@ -1326,10 +1343,12 @@ impl Simulator {
                 self.sh.p.move_pages_base_ns,
                 self.sh.p.move_pages_bytes_per_ns,
             );
-            let start = self.charge(caller, base + bytes as f64 / rate);
+            let p = &self.sh.p;
+            let copy_ns: f64 = r.moved.iter().map(|&(_, s)| p.folio_copy_ns(s, rate)).sum();
+            let start = self.charge(caller, base + copy_ns);
             let mut at = start + base;
             for &(s, size) in &r.moved {
-                let until = at + size.bytes() as f64 / rate;
+                let until = at + self.sh.p.folio_copy_ns(size, rate);
                 self.sh.os.mark_migrating(s, size, at, until);
                 at = until;
                 for th in self.threads.iter().filter(|t| t.task == task) {
@@ -2279,7 +2298,7 @@ fn slow_path_after_wait(
         ns += sh.p.fault_ns[0];
         if r.folios_moved > 0 {
             sh.mem.copy(pte.node(), th.node, size.bytes());
-            ns += size.bytes() as f64 / sh.p.kernel_copy_bytes_per_ns;
+            ns += sh.p.folio_copy_ns(size, sh.p.kernel_copy_bytes_per_ns);
             th.s.next_touch_migrations += 1;
             th.tlb.invalidate(start, size);
             // other touchers wait while this fault copies (migration_entry.rs)

@@ -434,6 +434,8 @@ const TRACE_MAX: usize = 4096;
 struct Costs {
     hint_fault_ns: f64,
     kernel_copy_bytes_per_ns: f64,
+    /// A huge folio's copy (`OsCosts::thp_migrate_mbps`); 0: at `kernel_copy_bytes_per_ns`.
+    thp_copy_bytes_per_ns: f64,
     shootdown_ns: f64,
     split_ns: f64,
     pte_update_ns: f64,
@@ -511,6 +513,7 @@ impl NumaBalancing {
             costs: Costs {
                 hint_fault_ns: c.fault_4k_ns * params.cost_scale(),
                 kernel_copy_bytes_per_ns: c.kernel_copy_mbps * 1e-3 / params.cost_scale(),
+                thp_copy_bytes_per_ns: c.thp_migrate_mbps * 1e-3 / params.cost_scale(),
                 shootdown_ns: c.tlb_shootdown_ns * params.cost_scale(),
                 split_ns: c.split_ns * params.cost_scale(),
                 pte_update_ns: params.pte_update_ns * params.cost_scale(),
@@ -948,7 +951,12 @@ impl NumaBalancing {
         out.copies.push((pte.node(), to, loaded));
         out.invalidate.push((fs, pte.size()));
         // the kernel copies in the faulting context; unmapping flushes the other CPUs
-        out.ns += bytes as f64 / self.costs.kernel_copy_bytes_per_ns + self.costs.shootdown_ns;
+        let rate = if pte.size() != PageSize::Base4K && self.costs.thp_copy_bytes_per_ns > 0.0 {
+            self.costs.thp_copy_bytes_per_ns
+        } else {
+            self.costs.kernel_copy_bytes_per_ns
+        };
+        out.ns += bytes as f64 / rate + self.costs.shootdown_ns;
         true
     }
 
