@@ -36,6 +36,18 @@ fn gb(bytes: f64) -> String {
 }
 
 /// Rows of (metric, value per result).
+/// The mean time of one dependent load in the run's `chase` phase (ptrchase, mlc-loaded's
+/// latency thread): the phase's time over its loads, summed over the threads that chased.
+pub fn chase_ns_per_load(r: &SimResult) -> Option<f64> {
+    let p = r.phase("chase")?;
+    let (ns, loads) = p
+        .per_thread
+        .iter()
+        .filter(|t| t.loads > 0)
+        .fold((0.0, 0u64), |(ns, n), t| (ns + t.time_ns, n + t.loads));
+    (loads > 0).then(|| ns / loads as f64)
+}
+
 fn rows(rs: &[SimResult]) -> Vec<(String, Vec<String>)> {
     let base = rs[0].sim_time_ns;
     let n = rs[0].per_node.len();
@@ -69,6 +81,16 @@ fn rows(rs: &[SimResult]) -> Vec<(String, Vec<String>)> {
                 .collect(),
         ),
     ];
+    // a pointer chase's figure is its latency: ptrchase and mlc-loaded time a `chase` phase
+    if rs.iter().any(|r| chase_ns_per_load(r).is_some()) {
+        out.insert(
+            2,
+            (
+                "ns per load (chase)".into(),
+                rs.iter().map(|r| opt(chase_ns_per_load(r), 1)).collect(),
+            ),
+        );
+    }
     for d in 0..n {
         out.push((
             format!("node {d} traffic (GB r+w)"),

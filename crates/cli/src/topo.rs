@@ -31,6 +31,49 @@ fn mb(kb: u64) -> u64 {
 }
 
 /// numactl --hardware's layout first (so scripts that read it keep working), then the rest.
+/// The nodes' `numastat` counters as `numastat` prints them (pages; one column per node, the
+/// kernel's order of rows); empty when no node has them.
+fn numastat(tree: &numalab_linux::node::NodeTree) -> String {
+    const ROWS: [&str; 6] = [
+        "numa_hit",
+        "numa_miss",
+        "numa_foreign",
+        "interleave_hit",
+        "local_node",
+        "other_node",
+    ];
+    if tree.nodes.iter().all(|n| n.numastat.is_none()) {
+        return String::new();
+    }
+    let cell = |n: &numalab_linux::node::NodeEntry, row: &str| {
+        n.numastat
+            .as_ref()
+            .and_then(|m| m.get(row))
+            .map_or("-".to_string(), |v| v.to_string())
+    };
+    let width = tree
+        .nodes
+        .iter()
+        .flat_map(|n| ROWS.iter().map(move |r| cell(n, r).len()))
+        .chain(tree.nodes.iter().map(|n| format!("node{}", n.id.0).len()))
+        .max()
+        .unwrap_or(8)
+        + 1;
+    let mut o = format!("{:<17}", "numastat (pages)");
+    for n in &tree.nodes {
+        o += &format!("{:>width$}", format!("node{}", n.id.0));
+    }
+    o += "\n";
+    for row in ROWS {
+        o += &format!("{row:<17}");
+        for n in &tree.nodes {
+            o += &format!("{:>width$}", cell(n, row));
+        }
+        o += "\n";
+    }
+    o
+}
+
 pub fn render(t: &HostTopo) -> String {
     let mut o = String::new();
     let tree = &t.nodes;
@@ -58,6 +101,7 @@ pub fn render(t: &HostTopo) -> String {
         }
         o += "\n";
     }
+    o += &numastat(tree);
     let cpuless = tree.cpuless();
     if !cpuless.is_empty() {
         o += &format!("memory-only (CPU-less) nodes: {cpuless}\n");

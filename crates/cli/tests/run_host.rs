@@ -118,7 +118,34 @@ fn topo_prints_numactl_layout_and_json() {
     );
     let out = numalab().args(["topo", "--json"]).output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(!v["nodes"]["nodes"].as_array().unwrap().is_empty());
+    let nodes = v["nodes"]["nodes"].as_array().unwrap();
+    assert!(!nodes.is_empty());
+    // the numastat counters of the JSON are in the text too, in numastat's layout
+    if nodes[0]["numastat"].is_object() {
+        let header = text
+            .lines()
+            .find(|l| l.starts_with("numastat (pages)"))
+            .unwrap_or_else(|| panic!("no numastat table in\n{text}"));
+        assert_eq!(
+            header.split_whitespace().count(),
+            2 + nodes.len(),
+            "{header}"
+        );
+        for row in [
+            "numa_hit",
+            "numa_miss",
+            "numa_foreign",
+            "interleave_hit",
+            "local_node",
+            "other_node",
+        ] {
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(row))
+                .unwrap_or_else(|| panic!("{row}"));
+            assert_eq!(line.split_whitespace().count(), 1 + nodes.len(), "{line}");
+        }
+    }
 }
 
 #[test]

@@ -218,3 +218,54 @@ fn small_sample_file(tag: &str) -> (std::path::PathBuf, std::path::PathBuf) {
     );
     (dir, file)
 }
+
+/// The row of `name` in a `numalab sim` table: its values, one per configuration.
+fn table_row(table: &str, name: &str) -> Option<Vec<f64>> {
+    let line = table.lines().find(|l| l.starts_with(name))?;
+    Some(
+        line[name.len()..]
+            .split_whitespace()
+            .map(|v| v.parse().unwrap())
+            .collect(),
+    )
+}
+
+#[test]
+fn a_pointer_chase_reports_its_latency_per_load() {
+    let exe = env!("CARGO_BIN_EXE_numalab");
+    let sim = |w: &str, compare: &str| {
+        let out = Command::new(exe)
+            .args([
+                "sim",
+                "-q",
+                "-m",
+                "xeon-x5650-2n",
+                "-w",
+                w,
+                "-t",
+                "1",
+                "--pin",
+                "0",
+            ])
+            .args(["--compare", compare])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let chase = sim(
+        "ptrchase:bytes=64M,steps=20000",
+        "mempolicy=bind:0,mempolicy=bind:1",
+    );
+    let ns = table_row(&chase, "ns per load (chase)").expect("a chase reports ns per load");
+    // the X5650 preset: ≈ 100 ns local, M13's factor ≈ 1.42 remote
+    assert!(ns[0] > 80.0 && ns[0] < 130.0, "{chase}");
+    assert!(ns[1] / ns[0] > 1.2 && ns[1] / ns[0] < 1.6, "{chase}");
+    // a workload without a chase has no such row
+    let stream = sim("stream:n=100000,ntimes=2", "mempolicy=bind:0");
+    assert!(table_row(&stream, "ns per load").is_none(), "{stream}");
+}
