@@ -35,7 +35,6 @@ fn gb(bytes: f64) -> String {
     format!("{:.2}", bytes / 1e9)
 }
 
-/// Rows of (metric, value per result).
 /// The mean time of one dependent load in the run's `chase` phase (ptrchase, mlc-loaded's
 /// latency thread): the phase's time over its loads, summed over the threads that chased.
 pub fn chase_ns_per_load(r: &SimResult) -> Option<f64> {
@@ -48,6 +47,7 @@ pub fn chase_ns_per_load(r: &SimResult) -> Option<f64> {
     (loads > 0).then(|| ns / loads as f64)
 }
 
+/// Rows of (metric, value per result).
 fn rows(rs: &[SimResult]) -> Vec<(String, Vec<String>)> {
     let base = rs[0].sim_time_ns;
     let n = rs[0].per_node.len();

@@ -30,7 +30,6 @@ fn mb(kb: u64) -> u64 {
     kb / 1024
 }
 
-/// numactl --hardware's layout first (so scripts that read it keep working), then the rest.
 /// The nodes' `numastat` counters as `numastat` prints them (pages; one column per node, the
 /// kernel's order of rows); empty when no node has them.
 fn numastat(tree: &numalab_linux::node::NodeTree) -> String {
@@ -74,6 +73,7 @@ fn numastat(tree: &numalab_linux::node::NodeTree) -> String {
     o
 }
 
+/// numactl --hardware's layout first (so scripts that read it keep working), then the rest.
 pub fn render(t: &HostTopo) -> String {
     let mut o = String::new();
     let tree = &t.nodes;

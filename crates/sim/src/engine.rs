@@ -560,10 +560,13 @@ impl Simulator {
                 }
             })
         };
+        let va_end = os.va_end();
         let sh = Shared {
             mmap_lock,
             mem: MemSys::new(machine, &routes),
-            directory: machine.memory_directory.then(MemoryDirectory::new),
+            directory: machine
+                .memory_directory
+                .then(|| MemoryDirectory::new(va_end)),
             os,
             llc,
             p,
@@ -2103,6 +2106,8 @@ fn fresh_touch(
             let now = sh.os.pt.get(addr);
             zero_fill(th, sh, now.node(), take.size);
             let ns = sh.p.fault_ns[take.size.index()];
+            sh.mmap_lock.fault(th.task.index(), th.node);
+            th.epoch_faults += 1;
             th.s.fault_ns += ns;
             *cost += ns;
             // the previous owner only waited for this fault: the rest of its own comes back

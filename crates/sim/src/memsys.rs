@@ -93,6 +93,9 @@ pub struct MemSys {
     /// Write-backs from CPU node s to memory node d this epoch: `epoch_writes[s * n + d]`
     /// (which requesters a backlog holds back).
     epoch_writes: Vec<u64>,
+    /// Directory writes caused by CPU node s's reads on memory node d this epoch: the
+    /// controller's lines only (they cross no link and see no path latency).
+    epoch_dir_writes: Vec<u64>,
 
     // cumulative counters (reads of the current epoch are added by `end_epoch`; the
     // accessors below include them)
@@ -182,6 +185,7 @@ impl MemSys {
             epoch_zero_ctrl_bytes: vec![0; n],
             epoch_zero_link_bytes: vec![0.0; slots],
             epoch_writes: vec![0; n * n],
+            epoch_dir_writes: vec![0; n * n],
             copy_pending_bytes: vec![0.0; n * n],
             // MB/s = 1e6 bytes per 1e9 ns
             copy_bytes_per_ns: m.os.kernel_copy_mbps / 1000.0,
@@ -294,7 +298,7 @@ impl MemSys {
         self.epoch_ctrl_bytes[d] += b;
         self.ctrl_write_bytes[d] += b;
         self.directory_write_bytes[d] += b;
-        self.epoch_writes[s * self.n + d] += 1;
+        self.epoch_dir_writes[s * self.n + d] += 1;
     }
 
     /// Account the zeroing of a freshly allocated folio of `bytes` on memory node `d` by a
@@ -472,7 +476,9 @@ impl MemSys {
             }
         };
         for d in 0..n {
-            let by_node: Vec<u64> = (0..n).map(|s| from[s * n + d]).collect();
+            let by_node: Vec<u64> = (0..n)
+                .map(|s| from[s * n + d] + std::mem::take(&mut self.epoch_dir_writes[s * n + d]))
+                .collect();
             share_wait(ctrl_wait_ns[d], &by_node);
         }
         for l in 0..slots {

@@ -10,7 +10,9 @@
 //! and how many times the published run repeats what the shrunk run did once; the scored
 //! figures count that part `times` times:
 //!
-//! - time: `T = T_run + (times − 1) × (T_run − start of the phase)`;
+//! - time: `T = T_run + (times − 1) × (T_run − start of the phase − F)`, with `F` the longest
+//!   time one thread spent in the fault handler during that part (its first touches happen
+//!   once);
 //! - every thread's counters: the run's plus `times − 1` copies of its counters in the phase
 //!   and the later ones, except faults (a repeated part that touched its pages once does not
 //!   fault on them again);
@@ -62,7 +64,20 @@ impl FullRun {
             .map(|p| p.start_ns)
             .fold(f64::INFINITY, f64::min);
         let extra = self.times.saturating_sub(1);
-        let time_ns = r.sim_time_ns + extra as f64 * (r.sim_time_ns - start_ns).max(0.0);
+        // the part's faults are first touches done once: its repeated span leaves them out
+        // (the longest one thread spent in them, as the threads fault side by side)
+        let part_fault_ns = r
+            .per_thread
+            .iter()
+            .map(|t| {
+                part.iter()
+                    .flat_map(|p| p.per_thread.iter().filter(|x| x.thread == t.thread))
+                    .map(|x| x.fault_ns)
+                    .sum::<f64>()
+            })
+            .fold(0.0, f64::max);
+        let span_ns = (r.sim_time_ns - start_ns - part_fault_ns).max(0.0);
+        let time_ns = r.sim_time_ns + extra as f64 * span_ns;
 
         let nodes = r.per_node.len();
         let mut threads: Vec<ThreadStats> = r.per_thread.clone();

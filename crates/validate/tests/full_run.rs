@@ -155,3 +155,25 @@ fn full_run_is_checked_with_the_case() {
     );
     assert!(bad("full_run = { from_phase = \"step\" }").contains("times"));
 }
+
+#[test]
+fn a_repeated_part_s_first_touch_faults_are_not_repeated_in_its_time() {
+    // weighting the whole lbm run (from `init`, where both grids are first-touched): the
+    // repetitions leave out the faults' time
+    let r = lbm(2);
+    let faults_ns = r.per_thread[0].fault_ns;
+    assert!(faults_ns > 0.0);
+    let w = FullRun {
+        from_phase: "init".into(),
+        times: 3,
+    }
+    .weigh(&r)
+    .unwrap();
+    let expected =
+        r.sim_time_ns + 2.0 * (r.sim_time_ns - r.phase("init").unwrap().start_ns - faults_ns);
+    assert!(
+        (w.time_ns - expected).abs() < 1e-6 * expected,
+        "{} against {expected}",
+        w.time_ns
+    );
+}

@@ -34,6 +34,9 @@ use crate::os::pagetable::VA_BASE;
 
 /// One word of directory bits per 4 KiB page: bit `i` is line `i` of the page.
 pub struct MemoryDirectory {
+    /// Pages at or above this index are the page-table lines the engine numbers above the
+    /// mapped space (`PtLines`): they have no node of their own, so no directory state.
+    pages: u64,
     /// Lines in state A, per page (indexed as the page table is).
     remote_bits: Vec<u64>,
     /// Per page, 1 + the node the bits describe (0: none yet).
@@ -44,8 +47,10 @@ const LINES_PER_PAGE_SHIFT: u32 = 6; // 64 lines of 64 B in 4 KiB
 const FIRST_PAGE: u64 = VA_BASE >> 12;
 
 impl MemoryDirectory {
-    pub fn new() -> MemoryDirectory {
+    /// A directory for the data lines below the virtual address `va_end`.
+    pub fn new(va_end: u64) -> MemoryDirectory {
         MemoryDirectory {
+            pages: (va_end >> 12).saturating_sub(FIRST_PAGE),
             remote_bits: Vec::new(),
             home_plus_one: Vec::new(),
         }
@@ -56,7 +61,11 @@ impl MemoryDirectory {
     /// to update its directory state (I → A).
     #[inline]
     pub fn remote_read(&mut self, line: u64, home: usize) -> bool {
-        let page = ((line >> LINES_PER_PAGE_SHIFT) - FIRST_PAGE) as usize;
+        let page = (line >> LINES_PER_PAGE_SHIFT).wrapping_sub(FIRST_PAGE);
+        if page >= self.pages {
+            return false; // a page-table line
+        }
+        let page = page as usize;
         if page >= self.remote_bits.len() {
             self.remote_bits.resize(page + 1, 0);
             self.home_plus_one.resize(page + 1, 0);
@@ -77,16 +86,10 @@ impl MemoryDirectory {
     /// `line` was written back to its home: the writer held the only copy, state I.
     #[inline]
     pub fn write_back(&mut self, line: u64) {
-        let page = ((line >> LINES_PER_PAGE_SHIFT) - FIRST_PAGE) as usize;
+        let page = (line >> LINES_PER_PAGE_SHIFT).wrapping_sub(FIRST_PAGE) as usize;
         if let Some(word) = self.remote_bits.get_mut(page) {
             *word &= !(1u64 << (line & 63));
         }
-    }
-}
-
-impl Default for MemoryDirectory {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
@@ -98,7 +101,7 @@ mod tests {
 
     #[test]
     fn a_remote_read_updates_the_directory_once_until_the_line_is_written_back() {
-        let mut d = MemoryDirectory::new();
+        let mut d = MemoryDirectory::new(VA_BASE + (1 << 30));
         assert!(d.remote_read(L0 + 3, 1), "I → A: the home writes the line");
         assert!(!d.remote_read(L0 + 3, 1), "already A: nothing to write");
         assert!(d.remote_read(L0 + 4, 1), "each line has its own state");
@@ -109,7 +112,7 @@ mod tests {
 
     #[test]
     fn a_page_on_another_node_starts_with_every_line_in_state_i() {
-        let mut d = MemoryDirectory::new();
+        let mut d = MemoryDirectory::new(VA_BASE + (1 << 30));
         assert!(d.remote_read(L0 + 64 * 10, 1));
         assert!(!d.remote_read(L0 + 64 * 10, 1));
         // the page migrated to node 0: its new frame's directory says I everywhere
@@ -118,8 +121,17 @@ mod tests {
 
     #[test]
     fn a_write_back_of_a_line_never_read_remotely_is_harmless() {
-        let mut d = MemoryDirectory::new();
+        let mut d = MemoryDirectory::new(VA_BASE + (1 << 30));
         d.write_back(L0 + 1_000_000);
+        d.write_back(0); // below the mapped space: ignored
         assert!(d.remote_read(L0, 1));
+    }
+
+    #[test]
+    fn page_table_lines_above_the_mapped_space_have_no_directory_state() {
+        let mut d = MemoryDirectory::new(VA_BASE + (1 << 30));
+        let pt_line = (VA_BASE + (1 << 30)) >> 6;
+        assert!(!d.remote_read(pt_line, 1));
+        assert!(!d.remote_read(0, 1), "below the mapped space");
     }
 }

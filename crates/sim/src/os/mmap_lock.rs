@@ -53,7 +53,8 @@ impl MmapLock {
                             return 0.0;
                         }
                         // the previous owner: any other thread of the process, equally likely
-                        let others = (own.len() - 1) as f64;
+                        // (the faulting thread is one of node n's, if the process has one)
+                        let others = (own.len() - usize::from(own.contains(&n))) as f64;
                         let mut seen_self = false;
                         let mean = own
                             .iter()
@@ -118,6 +119,9 @@ mod tests {
         assert!((l.hold_ns(0, 0) - 2.0 * 220.0 / 3.0).abs() < 1e-9);
         assert_eq!(l.hold_ns(0, 0), l.hold_ns(0, 1));
         assert_eq!(l.hold_ns(1, 1), 0.0, "a single thread keeps the line");
+        // a thread moved to node 2, where the process had none: all four are others
+        let l = MmapLock::new(&[vec![0, 0, 1, 1]], 3, x);
+        assert!((l.hold_ns(0, 2) - 200.0).abs() < 1e-9);
     }
 
     #[test]
