@@ -43,6 +43,20 @@ pub fn compute_metrics(
     }
 }
 
+/// Per-node stats holding only the requests each controller served per requesting node
+/// (`served[to][from]`): what the traffic metrics (LAR, imbalance) read.
+pub fn nodes_serving(served: Vec<Vec<u64>>) -> Vec<NodeStats> {
+    served
+        .into_iter()
+        .enumerate()
+        .map(|(d, served_from)| NodeStats {
+            node: d as u16,
+            served_from,
+            ..Default::default()
+        })
+        .collect()
+}
+
 /// The metrics of one phase: [`compute_metrics`] over the phase's per-thread counters, the
 /// controller traffic its threads caused (each thread counted from the node it ran on when
 /// it left the phase), and the samples taken between the phase's first start and last end.
@@ -53,15 +67,7 @@ pub fn phase_metrics(p: &PhaseStats, nodes: usize, samples: &[AccessSample]) -> 
             served[to][(t.node as usize).min(nodes - 1)] += reads;
         }
     }
-    let per_node: Vec<NodeStats> = served
-        .into_iter()
-        .enumerate()
-        .map(|(d, served_from)| NodeStats {
-            node: d as u16,
-            served_from,
-            ..Default::default()
-        })
-        .collect();
+    let per_node = nodes_serving(served);
     let (from, to) = (p.start_ns as u64, p.end_ns.ceil() as u64);
     // threads take turns within an epoch, so samples are in time order only epoch by epoch
     let window: Vec<AccessSample> = samples

@@ -22,8 +22,8 @@
 //! placement or the caches after it), which holds for the static placements these cases
 //! compare, not for a policy that keeps moving pages.
 
-use numalab_sim::report::compute_metrics;
-use numalab_sim::results::{Metrics, NodeStats, ThreadStats};
+use numalab_sim::report::{compute_metrics, nodes_serving};
+use numalab_sim::results::{Metrics, ThreadStats};
 use numalab_sim::SimResult;
 use serde::{Deserialize, Serialize};
 
@@ -97,15 +97,7 @@ impl FullRun {
                 }
             }
         }
-        let per_node: Vec<NodeStats> = served
-            .into_iter()
-            .enumerate()
-            .map(|(d, served_from)| NodeStats {
-                node: d as u16,
-                served_from,
-                ..Default::default()
-            })
-            .collect();
+        let per_node = nodes_serving(served);
         Ok(Weighted {
             time_ns,
             metrics: compute_metrics(&threads, &per_node, &[], time_ns),
