@@ -124,16 +124,9 @@ struct Params {
 }
 
 impl Params {
-    /// The copy time of one migrated folio of `size` at `base_bytes_per_ns`, or, for a huge
-    /// folio on a machine with a figure for it, at `thp_migrate_bytes_per_ns` (the kernel
-    /// migrates it whole: one copy_huge_page, one unmap and remap instead of 512).
+    /// `os::folio_copy_ns` with this machine's huge-folio rate.
     fn folio_copy_ns(&self, size: PageSize, base_bytes_per_ns: f64) -> f64 {
-        let rate = if size != PageSize::Base4K && self.thp_migrate_bytes_per_ns > 0.0 {
-            self.thp_migrate_bytes_per_ns
-        } else {
-            base_bytes_per_ns
-        };
-        size.bytes() as f64 / rate
+        crate::os::folio_copy_ns(size, base_bytes_per_ns, self.thp_migrate_bytes_per_ns)
     }
 }
 
@@ -550,15 +543,7 @@ impl Simulator {
             for t in &threads {
                 nodes_of[t.task.index()].push(t.node);
             }
-            // a line moving between cores: on-chip at the LLC's latency, across nodes at
-            // about a remote memory access (E)
-            MmapLock::new(&nodes_of, machine.topology.num_nodes(), |from, to| {
-                if from == to {
-                    c.llc_hit_ns
-                } else {
-                    machine.idle_latency_ns(&routes, NodeId(to as u16), NodeId(from as u16))
-                }
-            })
+            MmapLock::for_machine(&nodes_of, machine, &routes)
         };
         let va_end = os.va_end();
         let sh = Shared {

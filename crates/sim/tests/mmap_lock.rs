@@ -46,21 +46,7 @@ fn mean_hold_ns(threads: usize) -> f64 {
     let routes = numalab_machine::Routes::compute(m.topology.num_nodes(), &m.links).unwrap();
     let node = |cpu: usize| m.topology.node_of_cpu(CpuId(cpu as u32)).unwrap().index();
     let nodes: Vec<usize> = (0..threads).map(node).collect();
-    let lock = MmapLock::new(
-        std::slice::from_ref(&nodes),
-        m.topology.num_nodes(),
-        |from, to| {
-            if from == to {
-                m.core.llc_hit_ns
-            } else {
-                m.idle_latency_ns(
-                    &routes,
-                    numalab_core::NodeId(to as u16),
-                    numalab_core::NodeId(from as u16),
-                )
-            }
-        },
-    );
+    let lock = MmapLock::for_machine(std::slice::from_ref(&nodes), &m, &routes);
     nodes.iter().map(|&n| lock.hold_ns(0, n)).sum::<f64>() / threads as f64
 }
 

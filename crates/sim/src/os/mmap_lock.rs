@@ -53,23 +53,14 @@ impl MmapLock {
                             return 0.0;
                         }
                         // the previous owner: any other thread of the process, equally likely
-                        // (the faulting thread is one of node n's, if the process has one)
-                        let others = (own.len() - usize::from(own.contains(&n))) as f64;
-                        let mut seen_self = false;
-                        let mean = own
-                            .iter()
-                            .filter(|&&m| {
-                                // leave out one thread of node n: the faulting one
-                                if m == n && !seen_self {
-                                    seen_self = true;
-                                    return false;
-                                }
-                                true
-                            })
-                            .map(|&m| transfer_ns(m, n))
-                            .sum::<f64>()
-                            / others;
-                        2.0 * mean
+                        // (the faulting thread, left out, is one of node n's if it has one)
+                        let all: f64 = own.iter().map(|&m| transfer_ns(m, n)).sum();
+                        let (sum, others) = if own.contains(&n) {
+                            (all - transfer_ns(n, n), own.len() - 1)
+                        } else {
+                            (all, own.len())
+                        };
+                        2.0 * sum / others as f64
                     })
                     .collect()
             })
@@ -80,6 +71,24 @@ impl MmapLock {
             busy_ns: vec![0.0; p],
             backlog_ns: vec![0.0; p],
         }
+    }
+
+    /// The lock lines of a run on `m`: a line moves between cores of one node at the LLC's
+    /// latency, across nodes at about a remote memory access (the idle latency of the
+    /// route, E).
+    pub fn for_machine(
+        thread_nodes: &[Vec<usize>],
+        m: &numalab_machine::Machine,
+        routes: &numalab_machine::Routes,
+    ) -> MmapLock {
+        use numalab_core::NodeId;
+        MmapLock::new(thread_nodes, m.topology.num_nodes(), |from, to| {
+            if from == to {
+                m.core.llc_hit_ns
+            } else {
+                m.idle_latency_ns(routes, NodeId(to as u16), NodeId(from as u16))
+            }
+        })
     }
 
     /// A fault of process `task` by a thread of node `node`.

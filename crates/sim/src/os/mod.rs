@@ -162,6 +162,18 @@ pub struct Fault {
 pub type NodeCopy = (usize, usize, u64);
 
 /// What a migration did.
+/// The copy time of one migrated folio of `size`: at `base_bytes_per_ns`, or, for a huge folio
+/// where the machine has a figure (`huge_bytes_per_ns` > 0, `OsCosts::thp_migrate_mbps`), at
+/// that rate (the kernel migrates it whole: one copy, one unmap and remap instead of 512).
+pub fn folio_copy_ns(size: PageSize, base_bytes_per_ns: f64, huge_bytes_per_ns: f64) -> f64 {
+    let rate = if size != PageSize::Base4K && huge_bytes_per_ns > 0.0 {
+        huge_bytes_per_ns
+    } else {
+        base_bytes_per_ns
+    };
+    size.bytes() as f64 / rate
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MigrateReport {
     pub folios_moved: u64,

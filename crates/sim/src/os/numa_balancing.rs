@@ -951,12 +951,11 @@ impl NumaBalancing {
         out.copies.push((pte.node(), to, loaded));
         out.invalidate.push((fs, pte.size()));
         // the kernel copies in the faulting context; unmapping flushes the other CPUs
-        let rate = if pte.size() != PageSize::Base4K && self.costs.thp_copy_bytes_per_ns > 0.0 {
-            self.costs.thp_copy_bytes_per_ns
-        } else {
-            self.costs.kernel_copy_bytes_per_ns
-        };
-        out.ns += bytes as f64 / rate + self.costs.shootdown_ns;
+        out.ns += super::folio_copy_ns(
+            pte.size(),
+            self.costs.kernel_copy_bytes_per_ns,
+            self.costs.thp_copy_bytes_per_ns,
+        ) + self.costs.shootdown_ns;
         true
     }
 
