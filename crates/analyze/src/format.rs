@@ -472,7 +472,7 @@ impl<R: Read> Framed<R> {
             msg.header_as_record_batch(),
             msg.header_as_dictionary_batch(),
         ) {
-            (Some(b), _) => Some((b, &self.layout.columns)),
+            (Some(b), _) => Some((b, self.layout.columns.as_slice())),
             (None, Some(d)) => {
                 let data = d
                     .data()
@@ -482,7 +482,7 @@ impl<R: Read> Framed<R> {
                     .dictionaries
                     .iter()
                     .find(|(id, _)| *id == d.id())
-                    .map(|(_, sizes)| sizes)
+                    .map(|(_, sizes)| std::slice::from_ref(sizes))
                     .ok_or_else(|| {
                         invalid(format!(
                             "a batch for dictionary {} that no field has",
@@ -503,19 +503,22 @@ impl<R: Read> Framed<R> {
 
 /// A batch's buffers lie inside its body and its counts are not negative: arrow-ipc slices
 /// the body by the buffers' offsets and lengths unchecked (a length of 2^64 − 49 024 panicked:
-/// found by fuzz/arrow_samples).
-fn check_batch(b: &arrow_ipc::RecordBatch, body: u64, sizes: &[u8]) -> Result<(), String> {
+/// found by fuzz/arrow_samples). `fields` gives, per field, the size of a value in each of
+/// its buffers (its validity bitmap first).
+fn check_batch(b: &arrow_ipc::RecordBatch, body: u64, fields: &[Vec<u8>]) -> Result<(), String> {
     if b.length() < 0 {
         return Err(format!("a batch claims {} rows", b.length()));
     }
-    let buffers = b.buffers().map_or(0, |v| v.len());
-    if buffers != sizes.len() {
+    let sizes: Vec<u8> = fields.iter().flatten().copied().collect();
+    let buffers: Vec<_> = b.buffers().into_iter().flatten().collect();
+    if buffers.len() != sizes.len() {
         return Err(format!(
-            "a batch has {buffers} buffers where its schema makes {}",
+            "a batch has {} buffers where its schema makes {}",
+            buffers.len(),
             sizes.len()
         ));
     }
-    for (i, (buf, &size)) in b.buffers().into_iter().flatten().zip(sizes).enumerate() {
+    for (i, (buf, &size)) in buffers.iter().zip(&sizes).enumerate() {
         let (at, len) = (buf.offset(), buf.length());
         if len % i64::from(size) != 0 {
             return Err(format!(
@@ -550,18 +553,41 @@ fn check_batch(b: &arrow_ipc::RecordBatch, body: u64, sizes: &[u8]) -> Result<()
             b.length()
         ));
     }
-    for node in b.nodes().into_iter().flatten() {
+    let nodes: Vec<_> = b.nodes().into_iter().flatten().collect();
+    if nodes.len() != fields.len() {
+        return Err(format!(
+            "a batch describes {} columns where its schema has {}",
+            nodes.len(),
+            fields.len()
+        ));
+    }
+    let mut first_buffer = 0;
+    for (column, (node, field)) in nodes.iter().zip(fields).enumerate() {
         if node.length() < 0
             || node.null_count() < 0
             || node.null_count() > node.length()
             || node.length() as u64 > bits
         {
             return Err(format!(
-                "a batch's column claims {} values with {} nulls",
+                "a batch's column {column} claims {} values with {} nulls",
                 node.length(),
                 node.null_count()
             ));
         }
+        // arrow-data reads the validity bitmap of a column with nulls unchecked, one bit per
+        // value (261 values over a 1-byte bitmap panicked: fuzz/arrow_samples); the values'
+        // buffers are checked against the length by arrow-data's own validation
+        let validity = buffers[first_buffer].length() as u64;
+        let needed = (node.length() as u64).div_ceil(8);
+        if node.null_count() > 0 && validity < needed {
+            return Err(format!(
+                "a batch's column {column} has {} nulls among {} values but a {validity}-byte \
+                 validity bitmap ({needed} bytes needed)",
+                node.null_count(),
+                node.length()
+            ));
+        }
+        first_buffer += field.len();
     }
     Ok(())
 }
@@ -641,22 +667,23 @@ fn schema_layout(schema: &arrow_ipc::Schema) -> Result<Layout, String> {
         match f.dictionary() {
             Some(d) => {
                 let index = d.indexType().map_or(1, |i| (i.bitWidth() / 8) as u8);
-                layout.columns.extend([1, index]);
+                layout.columns.push(vec![1, index]);
                 layout.dictionaries.push((d.id(), values));
             }
-            None => layout.columns.extend(values),
+            None => layout.columns.push(values),
         }
     }
     Ok(layout)
 }
 
-/// What the schema says a batch's buffers hold: the size of a value in each buffer of a
-/// record batch, in order, and the same for each dictionary's batch, by dictionary id.
+/// What the schema says a batch's buffers hold: per field of a record batch, the size of a
+/// value in each of its buffers, in order, and the same for each dictionary's batch (one
+/// field), by dictionary id.
 /// arrow-ipc reinterprets a buffer as whole values and asserts that it divides evenly (a
 /// buffer of i32 offsets of a length 4 does not divide panicked: found by fuzz/arrow_samples).
 #[derive(Clone, Debug, Default)]
 struct Layout {
-    columns: Vec<u8>,
+    columns: Vec<Vec<u8>>,
     dictionaries: Vec<(i64, Vec<u8>)>,
 }
 

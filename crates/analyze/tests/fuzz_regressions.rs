@@ -139,3 +139,18 @@ fn a_perf_data_node_claiming_zettabytes_of_memory_is_refused() {
     let path = data("perf-node-memory-overflow.data");
     read_perf(&path);
 }
+
+#[test]
+fn an_arrow_column_with_nulls_and_a_short_validity_bitmap_is_refused() {
+    // arrow-data read the bitmap, one bit per value, unchecked and panicked (found by
+    // fuzz/arrow_samples with 261 values over 1 byte; this file: a column of 832 values
+    // claims a null and its bitmap is empty)
+    let path = data("arrow-validity-bitmap-short.arrows");
+    let err = read_samples(&path).expect_err("refused").to_string();
+    assert!(
+        err.contains("arrow-validity-bitmap-short.arrows")
+            && err.contains("validity bitmap")
+            && err.contains("104 bytes needed"),
+        "{err}"
+    );
+}
