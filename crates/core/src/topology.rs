@@ -132,11 +132,19 @@ impl Topology {
         self.distances[from.index()][to.index()]
     }
 
-    /// The zonelist order of `from`: all nodes by increasing distance, ties by id, as the
-    /// kernel's `build_zonelists` orders fallback.
+    /// The zonelist order of `from`: `from` itself, then the other nodes by increasing
+    /// distance, ties by id, as the kernel's `build_zonelists` orders fallback
+    /// (`find_next_best_node` takes the local node first whatever its distance: a reported
+    /// matrix whose local entry ties with, or exceeds, a remote one still starts at home).
     pub fn nodes_by_distance(&self, from: NodeId) -> Vec<NodeId> {
-        let mut v: Vec<NodeId> = self.nodes.iter().map(|n| n.id).collect();
+        let mut v: Vec<NodeId> = self
+            .nodes
+            .iter()
+            .map(|n| n.id)
+            .filter(|&n| n != from)
+            .collect();
         v.sort_by_key(|n| (self.distance(from, *n), n.0));
+        v.insert(0, from);
         v
     }
 
@@ -178,6 +186,16 @@ mod tests {
             vec![NodeId(0), NodeId(1), NodeId(3), NodeId(2)]
         );
         assert_eq!(t.node_of_cpu(CpuId(2)), Some(NodeId(2)));
+        // The local node comes first even where a remote node ties with it or is nearer by
+        // the matrix (an OS-reported matrix, as hwloc imports keep it).
+        let mut t = ring4();
+        t.distances[1] = vec![10, 10, 16, 22];
+        assert_eq!(t.nodes_by_distance(NodeId(1))[..2], [NodeId(1), NodeId(0)]);
+        t.distances[2] = vec![22, 16, 17, 10];
+        assert_eq!(
+            t.nodes_by_distance(NodeId(2)),
+            vec![NodeId(2), NodeId(3), NodeId(1), NodeId(0)]
+        );
     }
 
     #[test]
