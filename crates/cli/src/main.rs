@@ -10,6 +10,7 @@ mod migrate;
 mod output;
 mod record;
 mod run;
+mod study;
 mod topo;
 mod validate;
 
@@ -65,6 +66,10 @@ enum Cmd {
     /// Run the validation suite: published NUMA measurements simulated and scored (direction,
     /// within ±30 %), one row per case, totals per source (docs/VALIDATION.md).
     Validate(validate::ValidateArgs),
+    /// Studies: grids of simulated runs from a TOML file (axes of any `sim` setting, labels,
+    /// repeats), resumable, results as Parquet and CSV (docs/study.md).
+    #[command(subcommand)]
+    Study(study::StudyCmd),
     /// Print a shell completion script to standard output (README, "Shell completions and
     /// man pages", says where to put it).
     Completions(docs_gen::CompletionsArgs),
@@ -381,6 +386,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Convert(a) => convert::run(a),
         Cmd::Balance(a) => balance::run(a),
         Cmd::Validate(a) => validate::run(a),
+        Cmd::Study(c) => study::run(c),
         Cmd::Completions(a) => docs_gen::completions(&a, Cli::command()),
         Cmd::Man(a) => {
             let pages = docs_gen::man(&a, Cli::command())?;

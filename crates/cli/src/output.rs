@@ -420,34 +420,14 @@ fn write_csv_to(p: &Path, rs: &[SimResult]) -> Result<()> {
     Ok(())
 }
 
-/// Write a whole file under a temporary name beside it and rename it into place, so that a
-/// failure never leaves a partial file where the user expects a complete one.
+/// Write a whole file under a temporary name beside it and rename it into place
+/// (`numalab_core::atomic_file`), so that a failure never leaves a partial file.
 pub fn write_atomic(p: &Path, bytes: &[u8]) -> Result<()> {
-    with_temp(p, |tmp| {
-        std::fs::write(tmp, bytes).with_context(|| format!("writing {}", p.display()))
-    })
+    Ok(numalab_core::atomic_file::write_atomic(p, bytes)?)
 }
 
 /// Run `write` on a temporary path beside `p` and rename the result into place when it
-/// succeeds; when it fails, remove the temporary file and leave `p` as it was (absent, or
-/// the previous complete file).
+/// succeeds; when it fails, the temporary file is removed and `p` left as it was.
 pub fn with_temp<T>(p: &Path, write: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
-    let dir = p
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = p
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let written = write(&tmp).and_then(|v| {
-        std::fs::rename(&tmp, p)
-            .with_context(|| format!("writing {}", p.display()))
-            .map(|_| v)
-    });
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
+    numalab_core::atomic_file::with_temp(p, write)
 }

@@ -4,6 +4,7 @@
 //! the kernel's (`mm/mempolicy.c`, `mm/migrate.c`): nodes, nodemasks, policy modes, folios of a
 //! page size, migrate reasons. Nothing in this crate knows how a machine is modelled.
 
+pub mod atomic_file;
 pub mod ids;
 pub mod mempolicy;
 pub mod metrics;

@@ -1,0 +1,152 @@
+//! `numalab study`: grids of simulated runs from a study file (crates/study, docs/study.md).
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use numalab_study::table::Row;
+use numalab_study::{RunOptions, StudyFile};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Subcommand, Clone)]
+pub enum StudyCmd {
+    /// Run every configuration of a study file's grid that is not done yet (resumable), on
+    /// all host cores, then write DIR/results.parquet, DIR/results.csv and
+    /// DIR/environment.json.
+    Run(StudyRunArgs),
+}
+
+#[derive(Args, Clone)]
+pub struct StudyRunArgs {
+    /// The study file (TOML: [defaults], [[axis]] key/values/labels, repeats; docs/study.md).
+    pub file: PathBuf,
+    /// The output folder (created if missing; a rerun into it skips the runs already done).
+    #[arg(short = 'o', long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Simulations at once (default: every host core).
+    #[arg(short = 'j', long)]
+    pub jobs: Option<usize>,
+    /// No progress bar.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+pub fn run(cmd: StudyCmd) -> Result<()> {
+    match cmd {
+        StudyCmd::Run(a) => run_study(a),
+    }
+}
+
+fn mean_sd(v: &[f64]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    let var = if v.len() > 1 {
+        v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)
+    } else {
+        0.0
+    };
+    (mean, var.sqrt())
+}
+
+/// One line per configuration: its runs' mean time (± standard deviation with repeats),
+/// LAR and imbalance.
+fn summary(rows: &[Row]) -> String {
+    let mut configs: Vec<&str> = Vec::new();
+    for r in rows {
+        if !configs.contains(&r.config.as_str()) {
+            configs.push(&r.config);
+        }
+    }
+    let w = configs.iter().map(|c| c.len()).max().unwrap_or(6).max(13);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<w$}  {:>6}  {:>18}  {:>7}  {:>9}",
+        "configuration", "runs", "simulated ms", "LAR %", "imbal. %"
+    );
+    for c in configs {
+        let mine: Vec<&Row> = rows.iter().filter(|r| r.config == c).collect();
+        let ok: Vec<_> = mine.iter().filter_map(|r| r.metrics.as_ref()).collect();
+        let runs = format!("{}/{}", ok.len(), mine.len());
+        if ok.is_empty() {
+            let _ = writeln!(s, "{c:<w$}  {runs:>6}  {:>18}", "failed");
+            continue;
+        }
+        let (t, sd) = mean_sd(&ok.iter().map(|m| m.sim_time_ms).collect::<Vec<_>>());
+        let time = if ok.len() > 1 {
+            format!("{t:.3} ± {sd:.3}")
+        } else {
+            format!("{t:.3}")
+        };
+        let avg = |f: &dyn Fn(&numalab_study::table::RunMetrics) -> Option<f64>| {
+            let v: Vec<f64> = ok.iter().filter_map(|m| f(m)).collect();
+            if v.is_empty() {
+                "-".to_string()
+            } else {
+                format!("{:.1}", v.iter().sum::<f64>() / v.len() as f64)
+            }
+        };
+        let _ = writeln!(
+            s,
+            "{c:<w$}  {runs:>6}  {time:>18}  {:>7}  {:>9}",
+            avg(&|m| m.lar_percent),
+            avg(&|m| m.imbalance_percent)
+        );
+    }
+    s
+}
+
+fn run_study(a: StudyRunArgs) -> Result<()> {
+    let text = std::fs::read_to_string(&a.file)
+        .with_context(|| format!("cannot read study file {}", a.file.display()))?;
+    let study = StudyFile::load(&a.file)?;
+    let mut opts = RunOptions::default();
+    if let Some(j) = a.jobs {
+        opts.jobs = j;
+    }
+    let bar = ProgressBar::new(0);
+    if a.quiet {
+        bar.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} study: {pos}/{len} runs [{elapsed_precise}, about {eta} left] {wide_bar}",
+        )
+        .unwrap(),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    let progress = |done: usize, total: usize| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    };
+    let outcome = numalab_study::run(&study, &text, &a.out, &opts, &progress)?;
+    bar.finish_and_clear();
+    print!("{}", summary(&outcome.rows));
+    println!(
+        "\n{} runs: {} simulated now, {} already done; results in {} and {}",
+        outcome.rows.len(),
+        outcome.ran,
+        outcome.skipped,
+        outcome.results_parquet.display(),
+        outcome.results_csv.display()
+    );
+    let failed = outcome.failed();
+    if !failed.is_empty() {
+        for r in &failed {
+            eprintln!(
+                "failed: {} (repeat {}): {}",
+                r.config,
+                r.repeat,
+                r.error.as_deref().unwrap_or("")
+            );
+        }
+        bail!(
+            "{} of {} runs failed (their records are in {}; a rerun tries them again)",
+            failed.len(),
+            outcome.rows.len(),
+            a.out.join("runs").display()
+        );
+    }
+    Ok(())
+}

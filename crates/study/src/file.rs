@@ -1,0 +1,188 @@
+//! The study file (docs/study.md): TOML, checked whole before anything runs.
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde::Deserialize;
+use std::path::Path;
+
+/// The settings a configuration may set: `numalab sim`'s options, as `--compare` names them.
+pub const SETTINGS: &[&str] = &[
+    "machine",
+    "workload",
+    "threads",
+    "pin",
+    "mempolicy",
+    "thp",
+    "hugetlb",
+    "policy",
+];
+
+/// Most configurations × repeats a study may hold: far beyond any grid a person reads, small
+/// enough that a typo (an axis of a million values) is caught before it runs for days.
+pub const MAX_RUNS: usize = 100_000;
+
+/// A study file as written.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StudyFile {
+    /// The study's name (default: the file's stem).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Runs per configuration, with seeds 1..N (default 1, seed 1).
+    #[serde(default = "one")]
+    pub repeats: usize,
+    /// Epoch length in simulated microseconds (default 20, as `numalab sim`).
+    #[serde(default = "twenty")]
+    pub epoch_us: f64,
+    /// One access sample every N memory references (default 4099, as `numalab sim`; 0 = off).
+    #[serde(default = "sample_period")]
+    pub sample_period: u64,
+    /// With several repeats, each thread starts after a delay drawn in [0, N) µs from the
+    /// run's seed (default 1 µs, as `numalab validate --repeats`), so repeats differ.
+    #[serde(default = "one_f")]
+    pub start_skew_us: f64,
+    /// Settings every configuration starts from; unset ones take `numalab sim`'s defaults.
+    #[serde(default)]
+    pub defaults: toml::Table,
+    /// The axes, in the order the grid varies them (the last fastest).
+    #[serde(default, rename = "axis")]
+    pub axes: Vec<AxisFile>,
+}
+
+/// One `[[axis]]`: a setting and its values.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AxisFile {
+    pub key: String,
+    pub values: Vec<toml::Value>,
+    /// Display labels, one per value (default: the values).
+    #[serde(default)]
+    pub labels: Vec<String>,
+}
+
+fn one() -> usize {
+    1
+}
+fn one_f() -> f64 {
+    1.0
+}
+fn twenty() -> f64 {
+    20.0
+}
+fn sample_period() -> u64 {
+    4099
+}
+
+/// A setting's value as the configuration string takes it: strings as written, integers
+/// (threads) as decimals; anything else is refused, naming where it was.
+pub fn setting_value(v: &toml::Value, what: &str) -> Result<String> {
+    match v {
+        toml::Value::String(s) if !s.trim().is_empty() => Ok(s.trim().to_string()),
+        toml::Value::String(_) => bail!("{what} is empty"),
+        toml::Value::Integer(i) => Ok(i.to_string()),
+        other => bail!(
+            "{what} is {} ({other}): expected a string (or an integer for threads)",
+            other.type_str()
+        ),
+    }
+}
+
+fn check_key(key: &str, what: &str) -> Result<()> {
+    if SETTINGS.contains(&key) {
+        Ok(())
+    } else {
+        Err(anyhow!(
+            "{what}: unknown setting '{key}': settings are {}",
+            SETTINGS.join(", ")
+        ))
+    }
+}
+
+impl StudyFile {
+    /// Read and check a study file.
+    pub fn load(path: &Path) -> Result<StudyFile> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read study file {}", path.display()))?;
+        let mut f = StudyFile::parse(&text).with_context(|| format!("{}", path.display()))?;
+        if f.name.is_none() {
+            f.name = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+        }
+        Ok(f)
+    }
+
+    /// Parse and check a study file's text.
+    pub fn parse(text: &str) -> Result<StudyFile> {
+        let f: StudyFile = toml::from_str(text).map_err(|e| anyhow!("not a study file: {e}"))?;
+        f.check()?;
+        Ok(f)
+    }
+
+    fn check(&self) -> Result<()> {
+        if self.repeats == 0 {
+            bail!("repeats = 0: expected at least 1 run per configuration");
+        }
+        if !(self.epoch_us.is_finite() && self.epoch_us > 0.0) {
+            bail!(
+                "epoch_us = {}: expected a positive number of microseconds",
+                self.epoch_us
+            );
+        }
+        if !(self.start_skew_us.is_finite() && self.start_skew_us >= 0.0) {
+            bail!(
+                "start_skew_us = {}: expected zero or a positive number of microseconds",
+                self.start_skew_us
+            );
+        }
+        for (k, v) in &self.defaults {
+            check_key(k, "[defaults]")?;
+            setting_value(v, &format!("[defaults] {k}"))?;
+        }
+        let mut seen: Vec<&str> = Vec::new();
+        for (i, a) in self.axes.iter().enumerate() {
+            let what = format!("axis {} ('{}')", i + 1, a.key);
+            check_key(&a.key, &what)?;
+            if seen.contains(&a.key.as_str()) {
+                bail!(
+                    "{what}: the setting '{}' has two axes; give one axis all its values",
+                    a.key
+                );
+            }
+            seen.push(&a.key);
+            if a.values.is_empty() {
+                bail!("{what} has no values");
+            }
+            let mut vals: Vec<String> = Vec::new();
+            for (j, v) in a.values.iter().enumerate() {
+                let s = setting_value(v, &format!("{what}, value {}", j + 1))?;
+                if vals.contains(&s) {
+                    bail!("{what}: value '{s}' is given twice");
+                }
+                vals.push(s);
+            }
+            if !a.labels.is_empty() && a.labels.len() != a.values.len() {
+                bail!(
+                    "{what} has {} labels for {} values: give one label per value, or none",
+                    a.labels.len(),
+                    a.values.len()
+                );
+            }
+            let mut labels: Vec<&str> = Vec::new();
+            for l in &a.labels {
+                if l.trim().is_empty() || labels.contains(&l.as_str()) {
+                    bail!("{what}: labels must be non-empty and distinct ('{l}')");
+                }
+                labels.push(l);
+            }
+        }
+        let runs = self
+            .axes
+            .iter()
+            .try_fold(self.repeats, |n, a| n.checked_mul(a.values.len()))
+            .filter(|&n| n <= MAX_RUNS);
+        if runs.is_none() {
+            bail!(
+                "the grid holds more than {MAX_RUNS} runs (axes' values multiplied, times repeats): split the study"
+            );
+        }
+        Ok(())
+    }
+}

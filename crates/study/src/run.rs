@@ -1,0 +1,233 @@
+//! Running a study: the runs not yet done, on a thread pool, each recorded as it finishes.
+//!
+//! Layout of the output folder:
+//!
+//! * `runs/NNNN-LABEL.rK.json`: one record per run (its key, row and, for a run that
+//!   succeeded, the full simulation result with per-thread, per-node and timeline data),
+//!   written whole as soon as the run ends. A rerun skips every run whose record holds the
+//!   same key and succeeded; failed runs are tried again.
+//! * `results.parquet`, `results.csv`: one row per run of the grid, in grid order.
+//! * `environment.json`: [`Environment`] at the start of the last run; `study.toml`: the
+//!   study file the results came from.
+
+use crate::environment::Environment;
+use crate::grid::{Config, Grid};
+use crate::table::{self, Row, RunMetrics};
+use crate::StudyFile;
+use anyhow::{anyhow, bail, Context, Result};
+use numalab_core::atomic_file::write_atomic;
+use numalab_sim::SimResult;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Simulations at once (default: the host's cores).
+    pub jobs: usize,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
+    }
+}
+
+/// What a study run did.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub grid: Grid,
+    /// Every run of the grid, in grid order (configuration, then repeat).
+    pub rows: Vec<Row>,
+    /// Runs simulated now, and runs skipped because a previous run had done them.
+    pub ran: usize,
+    pub skipped: usize,
+    pub results_parquet: PathBuf,
+    pub results_csv: PathBuf,
+}
+
+impl Outcome {
+    pub fn failed(&self) -> Vec<&Row> {
+        self.rows.iter().filter(|r| r.status != "ok").collect()
+    }
+}
+
+/// One run's record on disk.
+#[derive(Serialize, Deserialize)]
+struct Record {
+    key: String,
+    row: Row,
+    result: Option<SimResult>,
+}
+
+struct Job<'a> {
+    config: &'a Config,
+    repeat: u64,
+    seed: u64,
+    key: String,
+    path: PathBuf,
+}
+
+fn record_path(runs: &Path, c: &Config, repeat: u64) -> PathBuf {
+    runs.join(format!("{}.r{repeat}.json", c.file_stem()))
+}
+
+/// A finished run's row, if its record exists, has this key and succeeded.
+fn done_row(path: &Path, key: &str) -> Option<Row> {
+    let text = std::fs::read_to_string(path).ok()?;
+    // only the key and the row are needed: skip the (large) result
+    #[derive(Deserialize)]
+    struct Head {
+        key: String,
+        row: Row,
+    }
+    let h: Head = serde_json::from_str(&text).ok()?;
+    (h.key == key && h.row.status == "ok").then_some(h.row)
+}
+
+fn simulate(study: &StudyFile, job: &Job) -> Result<SimResult> {
+    let spec = job.config.resolve()?;
+    let mut cfg = spec.sim_config(study.epoch_us * 1000.0, study.sample_period);
+    cfg.seed = job.seed;
+    if study.repeats > 1 {
+        cfg.start_skew_ns = study.start_skew_us * 1000.0;
+    }
+    let wl = numalab_workloads::by_spec(&spec.workload, spec.threads)
+        .map_err(|e| anyhow!("workload '{}': {e}", spec.workload))?;
+    // a defect in one configuration must not take the others down with it
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        numalab_sim::simulate(&spec.machine, wl.as_ref(), cfg)
+    }))
+    .map_err(|p| {
+        let msg = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        anyhow!("internal error in the simulator ({msg}): please report it with the study file")
+    })?;
+    r.map_err(|e| anyhow!("{e}"))
+}
+
+fn run_one(study: &StudyFile, job: &Job) -> Result<Row> {
+    let result = simulate(study, job);
+    let (row, result) = match result {
+        Ok(r) => (
+            Row {
+                config: job.config.label.clone(),
+                axes: job.config.axes.iter().map(|(_, v, _)| v.clone()).collect(),
+                repeat: job.repeat,
+                seed: job.seed,
+                status: "ok".into(),
+                error: None,
+                metrics: Some(RunMetrics::of(&r)),
+            },
+            Some(r),
+        ),
+        Err(e) => (
+            Row {
+                config: job.config.label.clone(),
+                axes: job.config.axes.iter().map(|(_, v, _)| v.clone()).collect(),
+                repeat: job.repeat,
+                seed: job.seed,
+                status: "failed".into(),
+                error: Some(format!("{e:#}")),
+                metrics: None,
+            },
+            None,
+        ),
+    };
+    let rec = Record {
+        key: job.key.clone(),
+        row,
+        result,
+    };
+    let text = serde_json::to_vec(&rec)?;
+    write_atomic(&job.path, &text)?;
+    Ok(rec.row)
+}
+
+/// Run `study` into `out` (created if missing). `progress(done, total)` is called as runs
+/// finish, `total` counting only the runs to simulate now. Failed runs are recorded and
+/// returned in the outcome's rows; only a problem with the output folder is an error.
+pub fn run(
+    study: &StudyFile,
+    study_text: &str,
+    out: &Path,
+    opts: &RunOptions,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Outcome> {
+    if opts.jobs == 0 {
+        bail!("--jobs 0: expected at least 1 simulation at once");
+    }
+    let grid = Grid::new(study)?;
+    if out.exists() && !out.is_dir() {
+        bail!(
+            "cannot write the study to {}: it is a file, not a folder",
+            out.display()
+        );
+    }
+    let runs_dir = out.join("runs");
+    std::fs::create_dir_all(&runs_dir)
+        .with_context(|| format!("cannot create the study folder {}", runs_dir.display()))?;
+    let env = Environment::snapshot();
+
+    let mut jobs = Vec::new();
+    for c in &grid.configs {
+        for k in 0..study.repeats as u64 {
+            let seed = k + 1;
+            jobs.push(Job {
+                config: c,
+                repeat: k,
+                seed,
+                key: c.run_key(study, seed),
+                path: record_path(&runs_dir, c, k),
+            });
+        }
+    }
+    let mut rows: Vec<Option<Row>> = jobs.iter().map(|j| done_row(&j.path, &j.key)).collect();
+    let todo: Vec<usize> = (0..jobs.len()).filter(|&i| rows[i].is_none()).collect();
+    let skipped = jobs.len() - todo.len();
+    let done = AtomicUsize::new(0);
+    progress(0, todo.len());
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(opts.jobs)
+        .build()?;
+    let fresh: Vec<(usize, Result<Row>)> = pool.install(|| {
+        todo.par_iter()
+            .map(|&i| {
+                let r = run_one(study, &jobs[i]);
+                progress(done.fetch_add(1, Ordering::Relaxed) + 1, todo.len());
+                (i, r)
+            })
+            .collect()
+    });
+    for (i, r) in fresh {
+        rows[i] = Some(r?);
+    }
+    let rows: Vec<Row> = rows
+        .into_iter()
+        .map(|r| r.expect("every run done"))
+        .collect();
+
+    let results_parquet = out.join("results.parquet");
+    let results_csv = out.join("results.csv");
+    table::write_parquet(&results_parquet, &grid.axis_keys, &rows)?;
+    table::write_csv(&results_csv, &grid.axis_keys, &rows)?;
+    write_atomic(
+        &out.join("environment.json"),
+        &serde_json::to_vec_pretty(&env)?,
+    )?;
+    write_atomic(&out.join("study.toml"), study_text.as_bytes())?;
+    Ok(Outcome {
+        grid,
+        rows,
+        ran: todo.len(),
+        skipped,
+        results_parquet,
+        results_csv,
+    })
+}

@@ -1,0 +1,259 @@
+//! The results table: one row per run, every axis and every metric a column; written as CSV
+//! and Parquet (for pandas and polars), each file whole or not at all.
+
+use anyhow::{Context, Result};
+use arrow_array::{ArrayRef, Float64Array, RecordBatch, StringArray, UInt64Array};
+use arrow_schema::{DataType, Field, Schema};
+use numalab_core::atomic_file::with_temp;
+use numalab_sim::SimResult;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::sync::Arc;
+
+/// The metrics of one run, as the `numalab sim` table names them (docs/model.md, "Metrics").
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunMetrics {
+    pub sim_time_ms: f64,
+    pub lar_percent: Option<f64>,
+    pub imbalance_percent: Option<f64>,
+    pub maptu: f64,
+    pub mpki: Option<f64>,
+    pub remote_load_ratio: Option<f64>,
+    pub pagewalk_l2_miss_share_percent: Option<f64>,
+    pub max_page_fault_time_share_percent: Option<f64>,
+    pub pamup_percent: Option<f64>,
+    pub nhp: Option<f64>,
+    pub psp_percent: Option<f64>,
+    pub memory_references: f64,
+    pub page_walks: f64,
+    pub page_faults: f64,
+    pub dram_read_gb: f64,
+    pub dram_write_gb: f64,
+    pub max_link_utilisation_percent: f64,
+    pub migrated_pages: f64,
+    pub splits: f64,
+    pub promotions: f64,
+    pub policy_ms: f64,
+    pub host_seconds: f64,
+}
+
+/// Column names of [`RunMetrics`], in order (also the CSV and Parquet order).
+pub const METRIC_COLUMNS: &[&str] = &[
+    "sim_time_ms",
+    "lar_percent",
+    "imbalance_percent",
+    "maptu",
+    "mpki",
+    "remote_load_ratio",
+    "pagewalk_l2_miss_share_percent",
+    "max_page_fault_time_share_percent",
+    "pamup_percent",
+    "nhp",
+    "psp_percent",
+    "memory_references",
+    "page_walks",
+    "page_faults",
+    "dram_read_gb",
+    "dram_write_gb",
+    "max_link_utilisation_percent",
+    "migrated_pages",
+    "splits",
+    "promotions",
+    "policy_ms",
+    "host_seconds",
+];
+
+impl RunMetrics {
+    pub fn of(r: &SimResult) -> RunMetrics {
+        let m = &r.metrics;
+        let walks: u64 = r
+            .per_thread
+            .iter()
+            .map(|t| t.page_walks.iter().sum::<u64>())
+            .sum();
+        RunMetrics {
+            sim_time_ms: r.sim_time_ns / 1e6,
+            lar_percent: m.lar_percent,
+            imbalance_percent: m.imbalance_percent,
+            maptu: m.maptu,
+            mpki: m.mpki,
+            remote_load_ratio: m.remote_load_ratio,
+            pagewalk_l2_miss_share_percent: m.pagewalk_l2_miss_share_percent,
+            max_page_fault_time_share_percent: m.max_page_fault_time_share_percent,
+            pamup_percent: m.pamup_percent,
+            nhp: m.nhp.map(|n| n as f64),
+            psp_percent: m.psp_percent,
+            memory_references: r.memory_references as f64,
+            page_walks: walks as f64,
+            page_faults: (r.vmstat.pgfault_4k + r.vmstat.pgfault_2m + r.vmstat.pgfault_1g) as f64,
+            dram_read_gb: r
+                .per_node
+                .iter()
+                .map(|n| n.ctrl_read_bytes as f64)
+                .sum::<f64>()
+                / 1e9,
+            dram_write_gb: r
+                .per_node
+                .iter()
+                .map(|n| n.ctrl_write_bytes as f64)
+                .sum::<f64>()
+                / 1e9,
+            max_link_utilisation_percent: r
+                .links
+                .iter()
+                .map(|l| l.avg_utilisation)
+                .fold(0.0, f64::max)
+                * 100.0,
+            migrated_pages: r.migrated_pages as f64,
+            splits: r.splits as f64,
+            promotions: r.promotions as f64,
+            policy_ms: r.policy_ns / 1e6,
+            host_seconds: r.host_seconds,
+        }
+    }
+
+    /// The values in [`METRIC_COLUMNS`] order.
+    pub fn values(&self) -> [Option<f64>; 22] {
+        [
+            Some(self.sim_time_ms),
+            self.lar_percent,
+            self.imbalance_percent,
+            Some(self.maptu),
+            self.mpki,
+            self.remote_load_ratio,
+            self.pagewalk_l2_miss_share_percent,
+            self.max_page_fault_time_share_percent,
+            self.pamup_percent,
+            self.nhp,
+            self.psp_percent,
+            Some(self.memory_references),
+            Some(self.page_walks),
+            Some(self.page_faults),
+            Some(self.dram_read_gb),
+            Some(self.dram_write_gb),
+            Some(self.max_link_utilisation_percent),
+            Some(self.migrated_pages),
+            Some(self.splits),
+            Some(self.promotions),
+            Some(self.policy_ms),
+            Some(self.host_seconds),
+        ]
+    }
+}
+
+/// One row: a run of a configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub config: String,
+    /// The axes' values (not their labels), in the grid's axis order.
+    pub axes: Vec<String>,
+    pub repeat: u64,
+    pub seed: u64,
+    /// "ok" or "failed".
+    pub status: String,
+    pub error: Option<String>,
+    pub metrics: Option<RunMetrics>,
+}
+
+/// The column names: config, the axes, repeat, seed, status, error, the metrics.
+pub fn columns(axis_keys: &[String]) -> Vec<String> {
+    let mut c = vec!["config".to_string()];
+    c.extend(axis_keys.iter().cloned());
+    c.extend(["repeat", "seed", "status", "error"].map(String::from));
+    c.extend(METRIC_COLUMNS.iter().map(|s| s.to_string()));
+    c
+}
+
+fn metric_values(r: &Row) -> [Option<f64>; 22] {
+    r.metrics.as_ref().map_or([None; 22], RunMetrics::values)
+}
+
+/// Write the rows as CSV (empty cells for missing values).
+pub fn write_csv(path: &Path, axis_keys: &[String], rows: &[Row]) -> Result<()> {
+    with_temp(path, |tmp| {
+        let mut w =
+            csv::Writer::from_path(tmp).with_context(|| format!("writing {}", path.display()))?;
+        w.write_record(columns(axis_keys))?;
+        for r in rows {
+            let mut rec = vec![r.config.clone()];
+            rec.extend(r.axes.iter().cloned());
+            rec.extend([
+                r.repeat.to_string(),
+                r.seed.to_string(),
+                r.status.clone(),
+                r.error.clone().unwrap_or_default(),
+            ]);
+            rec.extend(
+                metric_values(r)
+                    .iter()
+                    .map(|v| v.map_or(String::new(), |v| v.to_string())),
+            );
+            w.write_record(&rec)?;
+        }
+        w.flush()?;
+        Ok(())
+    })
+}
+
+/// The rows as one Arrow record batch (strings, unsigned integers, nullable doubles).
+pub fn record_batch(axis_keys: &[String], rows: &[Row]) -> Result<RecordBatch> {
+    let names = columns(axis_keys);
+    let mut fields = Vec::new();
+    let mut arrays: Vec<ArrayRef> = Vec::new();
+    let mut text = |name: &str, vals: Vec<Option<String>>, nullable: bool| {
+        fields.push(Field::new(name, DataType::Utf8, nullable));
+        arrays.push(Arc::new(StringArray::from(vals)) as ArrayRef);
+    };
+    text(
+        "config",
+        rows.iter().map(|r| Some(r.config.clone())).collect(),
+        false,
+    );
+    for (i, k) in axis_keys.iter().enumerate() {
+        text(
+            k,
+            rows.iter().map(|r| r.axes.get(i).cloned()).collect(),
+            false,
+        );
+    }
+    let mut fields2 = vec![
+        Field::new("repeat", DataType::UInt64, false),
+        Field::new("seed", DataType::UInt64, false),
+    ];
+    let mut arrays2: Vec<ArrayRef> = vec![
+        Arc::new(UInt64Array::from_iter_values(rows.iter().map(|r| r.repeat))),
+        Arc::new(UInt64Array::from_iter_values(rows.iter().map(|r| r.seed))),
+    ];
+    fields2.push(Field::new("status", DataType::Utf8, false));
+    arrays2.push(Arc::new(StringArray::from_iter_values(
+        rows.iter().map(|r| r.status.clone()),
+    )));
+    fields2.push(Field::new("error", DataType::Utf8, true));
+    arrays2.push(Arc::new(StringArray::from(
+        rows.iter().map(|r| r.error.clone()).collect::<Vec<_>>(),
+    )));
+    let values: Vec<[Option<f64>; 22]> = rows.iter().map(metric_values).collect();
+    for (j, name) in METRIC_COLUMNS.iter().enumerate() {
+        fields2.push(Field::new(*name, DataType::Float64, true));
+        arrays2.push(Arc::new(Float64Array::from(
+            values.iter().map(|v| v[j]).collect::<Vec<_>>(),
+        )));
+    }
+    fields.extend(fields2);
+    arrays.extend(arrays2);
+    debug_assert_eq!(fields.len(), names.len());
+    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?)
+}
+
+/// Write the rows as one Parquet file.
+pub fn write_parquet(path: &Path, axis_keys: &[String], rows: &[Row]) -> Result<()> {
+    let batch = record_batch(axis_keys, rows)?;
+    with_temp(path, |tmp| {
+        let f =
+            std::fs::File::create(tmp).with_context(|| format!("writing {}", path.display()))?;
+        let mut w = parquet::arrow::ArrowWriter::try_new(f, batch.schema(), None)?;
+        w.write(&batch)?;
+        w.close()?;
+        Ok(())
+    })
+}
