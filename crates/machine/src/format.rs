@@ -383,7 +383,7 @@ fn parse_at_depth(
             start = Some(Start {
                 what: format!("base {b}"),
                 machine,
-                link_problem: None,
+                reported_distances: None,
             });
         }
         (None, Some(h)) => {
@@ -391,15 +391,20 @@ fn parse_at_depth(
             let imported = hwloc::import_detailed(&path, &HwlocDefaults::default())?;
             start = Some(Start {
                 what: format!("hwloc {h}"),
+                reported_distances: Some(imported.machine.topology.distances.clone()),
                 machine: imported.machine,
-                link_problem: imported.link_problem,
             });
         }
         (None, None) => {}
     }
 
+    let reported = start.as_ref().and_then(|s| s.reported_distances.clone());
     let machine = resolve(raw, start, stem, origin).map_err(invalid)?;
-    validate::check(&machine).map_err(invalid)?;
+    if reported.as_ref() == Some(&machine.topology.distances) {
+        validate::check_reported(&machine).map_err(invalid)?;
+    } else {
+        validate::check(&machine).map_err(invalid)?;
+    }
     Ok(machine)
 }
 
@@ -407,8 +412,9 @@ fn parse_at_depth(
 struct Start {
     what: String,
     machine: Machine,
-    /// hwloc could not derive links from the distance matrix; fatal unless the file gives links.
-    link_problem: Option<String>,
+    /// The distance matrix an hwloc import reported: kept as the OS gives it unless the file
+    /// replaces it (see `validate::check_reported`).
+    reported_distances: Option<Vec<Vec<u32>>>,
 }
 
 fn missing(key: impl Into<String>, expected: &str) -> Problem {
@@ -480,9 +486,9 @@ fn resolve(
     stem: Option<String>,
     origin: &str,
 ) -> Result<Machine, Problem> {
-    let (base, what, link_problem) = match start {
-        Some(s) => (Some(s.machine), Some(s.what), s.link_problem),
-        None => (None, None, None),
+    let (base, what) = match start {
+        Some(s) => (Some(s.machine), Some(s.what)),
+        None => (None, None),
     };
     let b = base.as_ref();
 
@@ -789,15 +795,6 @@ fn resolve(
         }
     }
     let link_raws = raw.link.unwrap_or_default();
-    if let Some(problem) = link_problem {
-        if link_raws.is_empty() {
-            return Err(Problem::new(
-                "link",
-                problem,
-                "[[link]] tables (with replace_links = true for a complete list) for a topology the distances do not determine",
-            ));
-        }
-    }
     let al = raw.all_links.unwrap_or_default();
     for (i, lr) in link_raws.into_iter().enumerate() {
         let k = |s: &str| format!("link[{i}].{s}");

@@ -171,14 +171,16 @@ impl Default for HwlocDefaults {
     }
 }
 
-/// An import and what could not be derived.
+/// An import and what the importer assumed.
 #[derive(Clone, Debug)]
 pub struct Imported {
     pub machine: Machine,
-    /// Set when the distance matrix does not determine the links (a pair at the second tier
-    /// without a common one-hop neighbour). `machine.links` then holds only the one-hop links;
-    /// [`import_file`] refuses such a machine, a TOML override with `[[link]]` tables completes it.
-    pub link_problem: Option<String>,
+    /// Set when the distance matrix does not determine one-hop links (a pair at the second tier
+    /// without a common one-hop neighbour, ...): why. The links between CPU nodes are then the
+    /// derived model (every pair linked directly, latency proportional to distance;
+    /// docs/machine-format.md); a TOML override with `replace_links = true` and `[[link]]`
+    /// tables can give the real ones.
+    pub links_derived: Option<String>,
     /// What the importer assumed or left out, also written into the machine's description.
     pub notes: Vec<String>,
 }
@@ -187,7 +189,7 @@ pub struct Imported {
 /// the result.
 pub fn import_file(path: &Path, defaults: &HwlocDefaults) -> Result<Machine, MachineError> {
     let origin = path.display().to_string();
-    finish(import_detailed(path, defaults)?, &origin, XML_LINK_ADVICE)
+    finish(import_detailed(path, defaults)?, &origin)
 }
 
 /// Import XML text; `origin` names it in errors, `id` becomes the machine id.
@@ -197,16 +199,12 @@ pub fn import_str(
     id: &str,
     defaults: &HwlocDefaults,
 ) -> Result<Machine, MachineError> {
-    finish(
-        import_str_detailed(xml, origin, id, defaults)?,
-        origin,
-        XML_LINK_ADVICE,
-    )
+    finish(import_str_detailed(xml, origin, id, defaults)?, origin)
 }
 
 /// Make a machine of a parsed topology from any source (see [`import_parsed_detailed`]) and
-/// validate it. Links the distances do not determine are refused with `link_advice` (what the
-/// user can do about it, for this source) appended to the problem.
+/// validate it. Where the distances do not determine the links, the note on the derived links
+/// ends with `link_advice` (how to give the real links, for this source).
 pub fn import_parsed(
     topology: &ParsedTopology,
     origin: &str,
@@ -215,41 +213,39 @@ pub fn import_parsed(
     link_advice: &str,
 ) -> Result<Machine, MachineError> {
     finish(
-        import_parsed_detailed(topology, origin, id, defaults)?,
+        import_parsed_detailed(topology, origin, id, defaults, link_advice)?,
         origin,
-        link_advice,
     )
 }
 
 const XML_LINK_ADVICE: &str =
-    "Write the links by hand: a TOML machine file with hwloc = \"<this file>\", \
-     replace_links = true and one [[link]] table per link (docs/machine-format.md)";
+    "To give the real links: a TOML machine file with hwloc = \"<this file>\", \
+     replace_links = true and one [[link]] table per link";
 
-fn finish(imp: Imported, origin: &str, link_advice: &str) -> Result<Machine, MachineError> {
-    if let Some(problem) = imp.link_problem {
-        return Err(MachineError::Hwloc {
-            origin: origin.to_string(),
-            problem: format!("{problem}. {link_advice}"),
-        });
-    }
-    imp.machine.validate().map_err(|e| match e {
-        MachineError::Invalid {
-            key,
-            problem,
-            expected,
-            ..
-        } => MachineError::Invalid {
-            origin: origin.to_string(),
-            key,
-            problem,
-            expected,
-        },
-        other => other,
-    })?;
+/// Validate an import. Its distance matrix is the OS's as reported, kept even where a local
+/// distance is not the smallest of its row (hwloc keeps it too; the description says so):
+/// every other rule applies.
+fn finish(imp: Imported, origin: &str) -> Result<Machine, MachineError> {
+    crate::validate::check_reported(&imp.machine)
+        .map_err(|p| p.into_error(format!("machine '{}'", imp.machine.id)))
+        .map_err(|e| match e {
+            MachineError::Invalid {
+                key,
+                problem,
+                expected,
+                ..
+            } => MachineError::Invalid {
+                origin: origin.to_string(),
+                key,
+                problem,
+                expected,
+            },
+            other => other,
+        })?;
     Ok(imp.machine)
 }
 
-/// Import a file without refusing underivable links (see [`Imported::link_problem`]).
+/// Import a file without validating the machine (see [`Imported`]).
 pub fn import_detailed(path: &Path, defaults: &HwlocDefaults) -> Result<Imported, MachineError> {
     let xml = std::fs::read_to_string(path).map_err(|source| MachineError::Io {
         path: path.to_path_buf(),
@@ -566,8 +562,9 @@ fn parse_doc(doc: &roxmltree::Document, origin: &str) -> Result<ParsedTopology, 
     let mut gp_cpusets: HashMap<u64, BTreeSet<u32>> = HashMap::new();
     let mut allowed_cpus: Option<Bitmap> = None;
     let mut allowed_nodes: Option<Bitmap> = None;
-    // hwloc 1.x distance blocks: (latency_base, nbobjs, values).
-    let mut v1_distances: Vec<(f64, usize, Vec<f64>)> = Vec::new();
+    // hwloc 1.x distance blocks, and the depth of each NUMA node below the root object.
+    let mut v1_distances: Vec<V1Distances> = Vec::new();
+    let mut numa_depths: Vec<usize> = Vec::new();
     let mut saw_machine = false;
     for n in root.descendants().filter(|n| n.is_element()) {
         match n.tag_name().name() {
@@ -582,12 +579,24 @@ fn parse_doc(doc: &roxmltree::Document, origin: &str) -> Result<ParsedTopology, 
                     .and_then(|v| v.parse().ok())
                     .unwrap_or(1.0);
                 let nb = attr_u64(&n, "nbobjs").unwrap_or(0) as usize;
-                let vals: Vec<f64> = n
+                let values: Vec<f64> = n
                     .children()
                     .filter(|c| c.has_tag_name("latency"))
                     .filter_map(|c| c.attribute("value").and_then(|v| v.parse().ok()))
                     .collect();
-                v1_distances.push((base, nb, vals));
+                // hwloc 2 reads only the blocks of the root object (the Machine, a child of
+                // <topology>); those of deeper objects are ignored.
+                let at_root = n
+                    .parent_element()
+                    .and_then(|p| p.parent_element())
+                    .is_some_and(|g| g == root);
+                v1_distances.push(V1Distances {
+                    base,
+                    nbobjs: nb,
+                    relative_depth: attr_u64(&n, "relative_depth"),
+                    at_root,
+                    values,
+                });
                 continue;
             }
             _ => continue,
@@ -637,6 +646,14 @@ fn parse_doc(doc: &roxmltree::Document, origin: &str) -> Result<ParsedTopology, 
                     subtype: n.attribute("subtype").map(str::to_string),
                 });
                 numa_gp.push(attr_u64(&n, "gp_index"));
+                // Objects between this node and the root object (hwloc 1.x keeps NUMA nodes
+                // in the main tree, where a distance block's relative_depth counts levels).
+                numa_depths.push(
+                    n.ancestors()
+                        .filter(|a| a.has_tag_name("object"))
+                        .count()
+                        .saturating_sub(1),
+                );
             }
             "OSDev" => {
                 let name = n.attribute("name").unwrap_or("?");
@@ -708,7 +725,11 @@ fn parse_doc(doc: &roxmltree::Document, origin: &str) -> Result<ParsedTopology, 
             .collect()
     });
     if !t.numa.is_empty() {
-        t.distances = xml_distances(doc, &t.numa, &numa_gp, &v1_distances, origin, &mut t.notes)?;
+        let v1 = V1Context {
+            blocks: &v1_distances,
+            numa_depths: &numa_depths,
+        };
+        t.distances = xml_distances(doc, &t.numa, &numa_gp, &v1, origin, &mut t.notes)?;
     }
     let gp_to_numa: HashMap<u64, usize> = numa_gp
         .iter()
@@ -736,13 +757,41 @@ fn parse_doc(doc: &roxmltree::Document, origin: &str) -> Result<ParsedTopology, 
 // Distances and memory attributes of an XML file
 // ---------------------------------------------------------------------------------------------
 
-/// The NUMA latency matrix of the file, or None (with a note where hwloc 1.x blocks exist but
+/// One hwloc 1.x `<distances>` block: `nbobjs` objects `relative_depth` levels below the
+/// object holding it, values normalised to `latency_base`.
+struct V1Distances {
+    base: f64,
+    nbobjs: usize,
+    relative_depth: Option<u64>,
+    /// Held by the root object (hwloc 2 reads only those).
+    at_root: bool,
+    values: Vec<f64>,
+}
+
+/// The hwloc 1.x blocks of a file and the depth of each NUMA node below the root object.
+struct V1Context<'a> {
+    blocks: &'a [V1Distances],
+    numa_depths: &'a [usize],
+}
+
+/// The NUMA latency matrix of the file, or None (with a note where distance blocks exist but
 /// none covers the nodes).
+///
+/// hwloc 2.x: the `distances2` block named `NUMALatency`; else, among the unnamed latency-kind
+/// NUMANode blocks, one whose diagonal is all 10 (the SLIT's local value, what the OS gives:
+/// files converted from 1.x may carry matrices of other levels, such as packages at 1/2/4/8,
+/// that hwloc attached to the NUMA nodes because their counts match), else the first.
+///
+/// hwloc 1.x: every `<distances>` block is a latency matrix (hwloc 2 reads them so), over the
+/// objects `relative_depth` levels below the object holding it, in document order. hwloc 2
+/// keeps the blocks of the root object with as many objects as there are NUMA nodes; of
+/// those, the one at the NUMA nodes' depth is used (others are matrices of packages or cores
+/// that happen to be as many), else the first.
 fn xml_distances(
     doc: &roxmltree::Document,
     numa: &[ParsedNode],
     numa_gp: &[Option<u64>],
-    v1_distances: &[(f64, usize, Vec<f64>)],
+    v1: &V1Context,
     origin: &str,
     notes: &mut Vec<String>,
 ) -> Result<Option<ParsedDistances>, MachineError> {
@@ -750,105 +799,161 @@ fn xml_distances(
         origin: origin.to_string(),
         problem,
     };
-    // hwloc 2.x: prefer the block named NUMALatency, else any latency-kind NUMANode block.
     let blocks: Vec<roxmltree::Node> = doc
         .root_element()
         .descendants()
         .filter(|n| n.has_tag_name("distances2") && n.attribute("type") == Some("NUMANode"))
         .collect();
     let kind = |n: &roxmltree::Node| attr_u64(n, "kind").unwrap_or(0);
-    let chosen = blocks
+    let latency: Vec<&roxmltree::Node> = blocks
         .iter()
-        .find(|n| n.attribute("name") == Some("NUMALatency"))
-        .or_else(|| {
-            blocks
+        .filter(|n| kind(n) & 4 != 0 && kind(n) & 16 == 0)
+        .collect();
+    let mut read = Vec::new();
+    for b in &latency {
+        read.push(read_distances2(b, numa, numa_gp, &hw)?);
+    }
+    let named = blocks
+        .iter()
+        .find(|n| n.attribute("name") == Some("NUMALatency"));
+    let chosen = match named {
+        Some(b) => Some(read_distances2(b, numa, numa_gp, &hw)?),
+        None => {
+            let slit = read
                 .iter()
-                .find(|n| kind(n) & 4 != 0 && kind(n) & 16 == 0)
-        });
-    if let Some(b) = chosen {
-        let name = b.attribute("name").unwrap_or("(unnamed)");
-        let nb = attr_u64(b, "nbobjs")
-            .ok_or_else(|| hw(format!("distances2 '{name}' has no nbobjs")))?
-            as usize;
-        let numbers = |tag: &str| -> Result<Vec<u64>, MachineError> {
-            let mut v = Vec::new();
-            for c in b.children().filter(|c| c.has_tag_name(tag)) {
-                for w in c.text().unwrap_or("").split_whitespace() {
-                    v.push(w.parse().map_err(|_| {
-                        hw(format!(
-                            "distances2 '{name}': <{tag}> holds '{w}', not a number"
-                        ))
-                    })?);
-                }
+                .position(|d| (0..d.matrix.len()).all(|i| d.matrix[i][i] == 10));
+            if read.len() > 1 {
+                notes.push(format!(
+                    "{} unnamed NUMA latency matrices: {} used",
+                    read.len(),
+                    match slit {
+                        Some(i) => format!("the one with 10 on its diagonal (number {})", i + 1),
+                        None => "the first".to_string(),
+                    }
+                ));
             }
-            Ok(v)
-        };
-        let indexes = numbers("indexes")?;
-        let values = numbers("u64values")?;
-        if indexes.len() != nb || values.len() != nb * nb {
+            let i = slit.unwrap_or(0);
+            (i < read.len()).then(|| read.swap_remove(i))
+        }
+    };
+    if chosen.is_some() {
+        return Ok(chosen);
+    }
+    // hwloc 1.x.
+    let fits: Vec<&V1Distances> = v1
+        .blocks
+        .iter()
+        .filter(|b| b.at_root && b.nbobjs == numa.len() && b.nbobjs > 0)
+        .collect();
+    let numa_depth = v1.numa_depths.first().copied();
+    let at_numa_depth = fits.iter().position(|b| {
+        numa_depth.is_some()
+            && v1.numa_depths.iter().all(|&d| Some(d) == numa_depth)
+            && b.relative_depth == numa_depth.map(|d| d as u64)
+    });
+    if fits.len() > 1 {
+        notes.push(format!(
+            "{} hwloc 1.x distance matrices over {} objects: {} used",
+            fits.len(),
+            numa.len(),
+            match at_numa_depth {
+                Some(_) => format!(
+                    "the one at the NUMA nodes' depth (relative_depth {})",
+                    numa_depth.unwrap_or(0)
+                ),
+                None => "the first".to_string(),
+            }
+        ));
+    }
+    if let Some(b) = fits.get(at_numa_depth.unwrap_or(0)) {
+        let nb = b.nbobjs;
+        if b.values.len() != nb * nb {
             return Err(hw(format!(
-                "distances2 '{name}': {} indexes and {} values for nbobjs = {nb}; expected {nb} indexes and {} values",
-                indexes.len(),
-                values.len(),
+                "<distances nbobjs=\"{nb}\">: {} latency values; expected {}",
+                b.values.len(),
                 nb * nb
             )));
         }
-        let by_gp = b.attribute("indexing") == Some("gp");
-        let position = numa
-            .iter()
-            .zip(numa_gp)
-            .map(|(o, gp)| {
-                let key = if by_gp {
-                    *gp
-                } else {
-                    Some(u64::from(o.os_index))
-                };
-                key.and_then(|k| indexes.iter().position(|&i| i == k))
-            })
-            .collect();
         let matrix = (0..nb)
             .map(|i| {
                 (0..nb)
-                    .map(|j| u32::try_from(values[i * nb + j]).unwrap_or(u32::MAX))
-                    .collect()
-            })
-            .collect();
-        return Ok(Some(ParsedDistances {
-            name: name.to_string(),
-            position,
-            matrix,
-        }));
-    }
-    // hwloc 1.x: normalised latencies × latency_base, over all NUMA nodes in document order.
-    if let Some((base, nb, vals)) = v1_distances
-        .iter()
-        .find(|(_, nb, _)| *nb == numa.len() && *nb > 0)
-    {
-        if vals.len() != nb * nb {
-            return Err(hw(format!(
-                "<distances nbobjs=\"{nb}\">: {} latency values; expected {}",
-                vals.len(),
-                nb * nb
-            )));
-        }
-        let matrix = (0..*nb)
-            .map(|i| {
-                (0..*nb)
-                    .map(|j| (vals[i * nb + j] * base).round() as u32)
+                    .map(|j| (b.values[i * nb + j] * b.base).round() as u32)
                     .collect()
             })
             .collect();
         return Ok(Some(ParsedDistances {
             name: "hwloc 1.x latencies".to_string(),
-            position: (0..*nb).map(Some).collect(),
+            position: (0..nb).map(Some).collect(),
             matrix,
         }));
     }
-    if !v1_distances.is_empty() {
-        notes
-            .push("the hwloc 1.x distance blocks do not cover the NUMA nodes: ignored".to_string());
+    if !v1.blocks.is_empty() {
+        notes.push(
+            "the hwloc 1.x distance blocks do not cover the NUMA nodes (hwloc reads only the root object's, over as many objects as NUMA nodes): ignored"
+                .to_string(),
+        );
     }
     Ok(None)
+}
+
+/// One `distances2` block over NUMA nodes.
+fn read_distances2(
+    b: &roxmltree::Node,
+    numa: &[ParsedNode],
+    numa_gp: &[Option<u64>],
+    hw: &dyn Fn(String) -> MachineError,
+) -> Result<ParsedDistances, MachineError> {
+    let name = b.attribute("name").unwrap_or("(unnamed)");
+    let nb = attr_u64(b, "nbobjs")
+        .ok_or_else(|| hw(format!("distances2 '{name}' has no nbobjs")))? as usize;
+    let numbers = |tag: &str| -> Result<Vec<u64>, MachineError> {
+        let mut v = Vec::new();
+        for c in b.children().filter(|c| c.has_tag_name(tag)) {
+            for w in c.text().unwrap_or("").split_whitespace() {
+                v.push(w.parse().map_err(|_| {
+                    hw(format!(
+                        "distances2 '{name}': <{tag}> holds '{w}', not a number"
+                    ))
+                })?);
+            }
+        }
+        Ok(v)
+    };
+    let indexes = numbers("indexes")?;
+    let values = numbers("u64values")?;
+    if indexes.len() != nb || values.len() != nb.saturating_mul(nb) {
+        return Err(hw(format!(
+            "distances2 '{name}': {} indexes and {} values for nbobjs = {nb}; expected {nb} indexes and {} values",
+            indexes.len(),
+            values.len(),
+            nb.saturating_mul(nb)
+        )));
+    }
+    let by_gp = b.attribute("indexing") == Some("gp");
+    let position = numa
+        .iter()
+        .zip(numa_gp)
+        .map(|(o, gp)| {
+            let key = if by_gp {
+                *gp
+            } else {
+                Some(u64::from(o.os_index))
+            };
+            key.and_then(|k| indexes.iter().position(|&i| i == k))
+        })
+        .collect();
+    let matrix = (0..nb)
+        .map(|i| {
+            (0..nb)
+                .map(|j| u32::try_from(values[i * nb + j]).unwrap_or(u32::MAX))
+                .collect()
+        })
+        .collect();
+    Ok(ParsedDistances {
+        name: name.to_string(),
+        position,
+        matrix,
+    })
 }
 
 /// Read memory attribute `names` (the first one present wins); values whose target is not a
@@ -1011,18 +1116,19 @@ pub fn import_str_detailed(
     id: &str,
     d: &HwlocDefaults,
 ) -> Result<Imported, MachineError> {
-    import_parsed_detailed(&parse_str(xml, origin)?, origin, id, d)
+    import_parsed_detailed(&parse_str(xml, origin)?, origin, id, d, XML_LINK_ADVICE)
 }
 
-/// Make a machine of a parsed topology from any source, with `d` for what it does not give,
-/// without refusing underivable links (see [`Imported::link_problem`]); `origin` names the
-/// source in errors, `id` becomes the machine id. Nothing is validated yet: see
+/// Make a machine of a parsed topology from any source, with `d` for what it does not give;
+/// `origin` names the source in errors, `id` becomes the machine id, `link_advice` ends the
+/// note on derived links (see [`Imported::links_derived`]). Nothing is validated yet: see
 /// [`import_parsed`].
 pub fn import_parsed_detailed(
     s: &ParsedTopology,
     origin: &str,
     id: &str,
     d: &HwlocDefaults,
+    link_advice: &str,
 ) -> Result<Imported, MachineError> {
     let hw = |problem: String| MachineError::Hwloc {
         origin: origin.to_string(),
@@ -1287,66 +1393,42 @@ pub fn import_parsed_detailed(
                 .collect()
         }
     };
-    let cpu_nodes: Vec<usize> = (0..n).filter(|&i| !cpus[i].is_empty()).collect();
-    let mem_nodes: Vec<usize> = (0..n).filter(|&i| cpus[i].is_empty()).collect();
-    let mut pairs: Vec<(usize, usize)> = Vec::new();
-    let mut link_problem = None;
-    // Between CPU nodes.
-    let remote: BTreeSet<u32> = cpu_nodes
-        .iter()
-        .flat_map(|&i| {
-            cpu_nodes
-                .iter()
-                .filter(move |&&j| j != i)
-                .map(move |&j| (i, j))
-        })
-        .map(|(i, j)| distances[i][j])
-        .collect();
-    let one_hop = remote.iter().next().copied();
-    for (x, &i) in cpu_nodes.iter().enumerate() {
-        for &j in &cpu_nodes[x + 1..] {
-            if matrix.is_none()
-                || remote.len() <= 1
-                || Some(distances[i][j]) == one_hop
-                || Some(distances[j][i]) == one_hop
-            {
-                pairs.push((i, j));
+    for (i, row) in distances.iter().enumerate() {
+        if let Some((j, &dj)) = row
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| j != i)
+            .min_by_key(|&(_, &v)| v)
+        {
+            if dj < row[i] {
+                notes.push(format!(
+                    "OS node {}'s local distance ({}) is larger than its distance to OS node {} ({}), \
+                     as the file gives it: kept as reported (hwloc keeps it too); fallback still \
+                     starts at the local node",
+                    numa[i].1.os_index, row[i], numa[j].1.os_index, dj
+                ));
             }
         }
     }
-    if matrix.is_some() && remote.len() > 1 {
-        let tiers: Vec<u32> = remote.iter().copied().collect();
-        let hops = bfs_hops(n, &pairs);
-        'check: for &i in &cpu_nodes {
-            for &j in &cpu_nodes {
-                if i == j {
-                    continue;
-                }
-                let tier = tiers
-                    .iter()
-                    .position(|&t| t == distances[i][j])
-                    .expect("every remote value is a tier")
-                    + 1;
-                let h = hops[i][j];
-                if h == usize::MAX || h > tier {
-                    let os = |k: usize| numa[k].1.os_index;
-                    link_problem = Some(format!(
-                        "OS nodes {} and {} are at distance {} ({} hops by the matrix's tiers {:?}) but {}",
-                        os(i),
-                        os(j),
-                        distances[i][j],
-                        tier,
-                        tiers,
-                        if tier == 2 {
-                            "have no common one-hop neighbour".to_string()
-                        } else {
-                            format!("are {} one-hop links apart", if h == usize::MAX { "not connected by".to_string() } else { h.to_string() })
-                        }
-                    ));
-                    break 'check;
-                }
-            }
-        }
+    let cpu_nodes: Vec<usize> = (0..n).filter(|&i| !cpus[i].is_empty()).collect();
+    let mem_nodes: Vec<usize> = (0..n).filter(|&i| cpus[i].is_empty()).collect();
+    let os_index_of = |k: usize| if single { 0 } else { numa[k].1.os_index };
+    let cpu_links = cpu_node_links(
+        &distances,
+        matrix.is_some(),
+        &cpu_nodes,
+        &os_index_of,
+        d.hop_ns,
+    );
+    let mut pairs: Vec<(usize, usize)> = cpu_links.pairs.clone();
+    if let Some(why) = &cpu_links.derived_because {
+        notes.push(format!(
+            "links derived from the distance matrix: {why}, so every pair of CPU nodes is linked \
+             directly, each link's hop_ns = {} ns × its distance ÷ {} (the smallest remote \
+             distance gets the one-hop latency; asymmetric pairs take the mean of both \
+             directions), gbps_per_dir the default (docs/machine-format.md). {link_advice}",
+            d.hop_ns, cpu_links.one_hop
+        ));
     }
     // CPU-less nodes hang off the CPU node(s) nearest to them: by distance, else by locality,
     // else every CPU node.
@@ -1545,7 +1627,11 @@ pub fn import_parsed_detailed(
             let hop_ns = hop.or(fill_hop).unwrap_or(if memory.is_some() {
                 d.memory_only_hop_ns
             } else {
-                d.hop_ns
+                cpu_links
+                    .derived_hop_ns
+                    .get(&(a, b))
+                    .copied()
+                    .unwrap_or(d.hop_ns)
             });
             let gbps_per_dir = bw.or(fill_bw).unwrap_or(if memory.is_some() {
                 d.memory_only_link_gbps_per_dir
@@ -1660,9 +1746,119 @@ pub fn import_parsed_detailed(
     };
     Ok(Imported {
         machine,
-        link_problem,
+        links_derived: cpu_links.derived_because,
         notes,
     })
+}
+
+/// The links between CPU nodes and how they were found.
+struct CpuLinks {
+    /// Linked pairs (a < b), dense ids.
+    pairs: Vec<(usize, usize)>,
+    /// Set when the one-hop model failed and every pair is linked (the derived model): why.
+    derived_because: Option<String>,
+    /// The smallest remote distance between CPU nodes (0 without any).
+    one_hop: u32,
+    /// hop_ns of each derived link, by pair.
+    derived_hop_ns: HashMap<(usize, usize), f64>,
+}
+
+/// Links between CPU nodes from the distance matrix.
+///
+/// The one-hop model: the smallest remote value is one hop, a direct link; every pair at the
+/// k-th remote tier must then be at most k links apart. No matrix or one remote value: a full
+/// mesh. Where the tiers cannot come from one-hop links (sub-NUMA clustering 10/11/21,
+/// cluster-on-die 10/21/31, multi-level matrices such as 10/50/65/79, asymmetric matrices), the
+/// derived model: every pair of CPU nodes linked directly, each link's latency proportional to
+/// its distance (mean of both directions), `one_hop_ns` for the smallest remote distance, so
+/// the idle latency order of the matrix is kept.
+fn cpu_node_links(
+    distances: &[Vec<u32>],
+    have_matrix: bool,
+    cpu_nodes: &[usize],
+    os_index: &dyn Fn(usize) -> u32,
+    one_hop_ns: f64,
+) -> CpuLinks {
+    let remote: BTreeSet<u32> = cpu_nodes
+        .iter()
+        .flat_map(|&i| {
+            cpu_nodes
+                .iter()
+                .filter(move |&&j| j != i)
+                .map(move |&j| (i, j))
+        })
+        .map(|(i, j)| distances[i][j])
+        .collect();
+    let one_hop = remote.iter().next().copied().unwrap_or(0);
+    let mesh: Vec<(usize, usize)> = cpu_nodes
+        .iter()
+        .enumerate()
+        .flat_map(|(x, &i)| cpu_nodes[x + 1..].iter().map(move |&j| (i, j)))
+        .collect();
+    let one_hop_links = |pairs: Vec<(usize, usize)>| CpuLinks {
+        pairs,
+        derived_because: None,
+        one_hop,
+        derived_hop_ns: HashMap::new(),
+    };
+    if !have_matrix || remote.len() <= 1 {
+        return one_hop_links(mesh);
+    }
+    let pairs: Vec<(usize, usize)> = mesh
+        .iter()
+        .copied()
+        .filter(|&(i, j)| distances[i][j] == one_hop || distances[j][i] == one_hop)
+        .collect();
+    let tiers: Vec<u32> = remote.iter().copied().collect();
+    let hops = bfs_hops(distances.len(), &pairs);
+    let mut problem = None;
+    'check: for &i in cpu_nodes {
+        for &j in cpu_nodes {
+            if i == j {
+                continue;
+            }
+            let tier = tiers
+                .iter()
+                .position(|&t| t == distances[i][j])
+                .expect("every remote value is a tier")
+                + 1;
+            let h = hops[i][j];
+            if h == usize::MAX || h > tier {
+                problem = Some(format!(
+                    "OS nodes {} and {} are at distance {} ({} hops by the matrix's tiers {:?}) but {}",
+                    os_index(i),
+                    os_index(j),
+                    distances[i][j],
+                    tier,
+                    tiers,
+                    if tier == 2 {
+                        "have no common one-hop neighbour".to_string()
+                    } else if h == usize::MAX {
+                        "are not connected by one-hop links".to_string()
+                    } else {
+                        format!("are {h} one-hop links apart")
+                    }
+                ));
+                break 'check;
+            }
+        }
+    }
+    let Some(why) = problem else {
+        return one_hop_links(pairs);
+    };
+    let derived_hop_ns = mesh
+        .iter()
+        .map(|&(i, j)| {
+            let dist = f64::from(distances[i][j]) / 2.0 + f64::from(distances[j][i]) / 2.0;
+            ((i, j), one_hop_ns * dist / f64::from(one_hop.max(1)))
+        })
+        .collect();
+    CpuLinks {
+        pairs: mesh,
+        derived_because: Some(why),
+        one_hop,
+        derived_hop_ns,
+    }
 }
 
 /// Hop counts over undirected `pairs` (usize::MAX: unreachable).

@@ -163,6 +163,38 @@ fn topology_problem(e: TopologyError) -> Problem {
     }
 }
 
+/// Check an imported machine whose distance matrix is the OS's as reported (hwloc XML, the
+/// kernel's SLIT): every rule of [`check`] but one, the local distance being the smallest of
+/// its row. Reported matrices break it (hwloc's `8ia64-2n2s2c+1n` file: rows of three nodes
+/// read from a larger machine's SLIT) and are kept as the OS gives them; the fallback order
+/// starts at the local node regardless (`Topology::nodes_by_distance`). A matrix written in a
+/// machine file is checked whole: there a large local distance is a mistake.
+pub(crate) fn check_reported(m: &Machine) -> Result<(), Problem> {
+    if !local_distance_not_smallest(m).is_empty() {
+        let mut probe = m.clone();
+        for (i, row) in probe.topology.distances.iter_mut().enumerate() {
+            if let Some(&min) = row.iter().min() {
+                if i < row.len() {
+                    row[i] = row[i].min(min);
+                }
+            }
+        }
+        return check(&probe);
+    }
+    check(m)
+}
+
+/// Nodes (dense ids) whose local distance is larger than another entry of their row.
+pub(crate) fn local_distance_not_smallest(m: &Machine) -> Vec<usize> {
+    m.topology
+        .distances
+        .iter()
+        .enumerate()
+        .filter(|(i, row)| row.get(*i).is_some_and(|l| row.iter().any(|d| d < l)))
+        .map(|(i, _)| i)
+        .collect()
+}
+
 /// Check a whole machine; the first problem found is returned.
 pub(crate) fn check(m: &Machine) -> Result<(), Problem> {
     if m.id.trim().is_empty() {

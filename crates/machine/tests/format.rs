@@ -308,22 +308,25 @@ hop_ns = 38.0
 }
 
 #[test]
-fn hand_written_links_complete_an_underivable_hwloc_topology() {
-    let e = numalab_machine::load(fixture("fixtures/4n-line.xml").to_str().unwrap())
-        .unwrap_err()
-        .to_string();
+fn hand_written_links_replace_the_links_derived_from_distances() {
+    // The XML alone: the matrix does not determine one-hop links, so every pair is linked
+    // (the derived model) and the description says so.
+    let m = numalab_machine::load(fixture("fixtures/4n-line.xml").to_str().unwrap()).unwrap();
+    assert_eq!(m.links.len(), 6);
     assert!(
-        e.contains("4n-line.xml")
-            && e.contains("no common one-hop neighbour")
-            && e.contains("[[link]]"),
-        "{e}"
+        m.description.contains("links derived from the distance matrix")
+            && m.description.contains("no common one-hop neighbour")
+            && m.description.contains("[[link]]"),
+        "{}",
+        m.description
     );
+    // A TOML file with replace_links gives the real ones.
     let m = Machine::from_toml_file(fixture("fixtures/4n-line-links.toml")).unwrap();
     assert_eq!(m.links.len(), 4);
     let r = m.routes().unwrap();
     assert_eq!(r.hops(NodeId(0), NodeId(3)), 1);
     assert_eq!(m.idle_latency_ns(&r, NodeId(3), NodeId(0)), 90.0 + 60.0);
-    // Without links the override is refused and says why.
+    // Without [[link]] tables an override keeps the derived links, [all_links] changing them.
     let dir = scratch_dir("line");
     std::fs::copy(fixture("fixtures/4n-line.xml"), dir.join("l.xml")).unwrap();
     std::fs::write(
@@ -331,13 +334,9 @@ fn hand_written_links_complete_an_underivable_hwloc_topology() {
         "hwloc = \"l.xml\"\n[all_links]\nhop_ns = 40.0\n",
     )
     .unwrap();
-    let e = Machine::from_toml_file(dir.join("l.toml"))
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("l.toml") && e.contains("`link`") && e.contains("common one-hop neighbour"),
-        "{e}"
-    );
+    let m = Machine::from_toml_file(dir.join("l.toml")).unwrap();
+    assert_eq!(m.links.len(), 6);
+    assert!(m.links.iter().all(|l| l.hop_ns == 40.0));
 }
 
 #[test]

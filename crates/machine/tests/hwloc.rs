@@ -321,14 +321,140 @@ fn hwloc1_file_with_two_hop_tiers() {
 }
 
 #[test]
-fn underivable_links_are_refused_with_advice() {
-    let e = import_file(&path("fixtures/4n-line.xml"), &HwlocDefaults::default())
+fn links_are_derived_from_distances_where_one_hop_links_do_not_fit() {
+    // 16/22 where nodes 0 and 3 (22 apart) have no common one-hop neighbour: every pair is
+    // linked, each link's hop proportional to its distance, 16 getting the one-hop 50 ns.
+    let m = import("fixtures/4n-line.xml");
+    let d = HwlocDefaults::default();
+    assert_eq!(m.links.len(), 6);
+    assert_eq!(link(&m, 0, 1).hop_ns, d.hop_ns);
+    assert_eq!(link(&m, 0, 3).hop_ns, d.hop_ns * 22.0 / 16.0);
+    assert!(m.links.iter().all(|l| l.gbps_per_dir == d.link_gbps_per_dir));
+    assert_eq!(m.routes().unwrap().hops(NodeId(0), NodeId(3)), 1);
+    assert!(
+        m.description.contains("links derived from the distance matrix")
+            && m.description.contains("OS nodes 0 and 3")
+            && m.description.contains("replace_links"),
+        "{}",
+        m.description
+    );
+}
+
+#[test]
+fn cluster_on_die_keeps_the_matrix_latency_order() {
+    // 2 packages × 2 cluster-on-die nodes, SLIT 10/21/31: the one-hop model cannot route 31
+    // (nodes 0 and 2 share no 21-neighbour), the derived links keep every node's order: its
+    // package's other node is nearer than the other package's nodes.
+    let m = import("fixtures/4n-cod-2p.xml");
+    assert!(m.description.contains("links derived from the distance matrix"));
+    let dist = &m.topology.distances;
+    for i in 0..4u16 {
+        let same = i ^ 1;
+        for other in if i < 2 { [2, 3] } else { [0, 1] } {
+            assert_eq!(dist[i as usize][other as usize], 31);
+            assert!(
+                idle(&m, i, same) < idle(&m, i, other),
+                "{i}: same package {same} {} ns, other package {other} {} ns",
+                idle(&m, i, same),
+                idle(&m, i, other)
+            );
+        }
+        for j in 0..4u16 {
+            for k in 0..4u16 {
+                if dist[i as usize][j as usize] < dist[i as usize][k as usize] {
+                    assert!(idle(&m, i, j) < idle(&m, i, k), "{i}: {j} vs {k}");
+                }
+            }
+        }
+    }
+    let d = HwlocDefaults::default();
+    assert_eq!(idle(&m, 0, 1), d.idle_local_ns + d.hop_ns);
+    assert_eq!(idle(&m, 0, 2), d.idle_local_ns + d.hop_ns * 31.0 / 21.0);
+}
+
+#[test]
+fn asymmetric_matrices_link_by_the_mean_of_both_directions() {
+    let xml = std::fs::read_to_string(path("fixtures/4n-cod-2p.xml"))
+        .unwrap()
+        .replace(
+            "10 21 31 31 21 10 31 31 31 31 10 21 31 31 21 10 ",
+            "10 21 31 41 21 10 31 31 31 31 10 21 31 31 21 10 ",
+        );
+    let m = import_str(&xml, "asym.xml", "asym", &HwlocDefaults::default()).unwrap();
+    let d = HwlocDefaults::default();
+    assert_eq!(link(&m, 0, 3).hop_ns, d.hop_ns * 36.0 / 21.0);
+    assert_eq!(m.topology.distances[0][3], 41);
+    assert_eq!(m.topology.distances[3][0], 31);
+}
+
+#[test]
+fn hwloc1_matrix_at_the_numa_nodes_depth_is_used() {
+    // Two root matrices over 4 objects: the sockets' (relative_depth 2, 1/2/4, first in the
+    // file) and the NUMA nodes' (relative_depth 1, 10/20). hwloc 2 keeps both as NUMA
+    // matrices; the NUMA nodes' is the latency matrix of the nodes.
+    let m = import("fixtures/v1-two-matrices.xml");
+    for i in 0..4 {
+        for j in 0..4 {
+            assert_eq!(m.topology.distances[i][j], if i == j { 10 } else { 20 });
+        }
+    }
+    assert_eq!(m.links.len(), 6);
+    assert!(
+        m.description.contains("the one at the NUMA nodes' depth"),
+        "{}",
+        m.description
+    );
+    assert!(!m.description.contains("derived"));
+}
+
+#[test]
+fn unnamed_hwloc2_matrices_prefer_the_one_with_10_on_its_diagonal() {
+    // A 1.x file converted by hwloc 2 keeps both matrices unnamed, the package one first.
+    let m = import("fixtures/v1tov2-two-unnamed-matrices.xml");
+    assert_eq!(m.topology.distances[0], vec![10, 20, 20, 20]);
+    assert!(
+        m.description.contains("2 unnamed NUMA latency matrices"),
+        "{}",
+        m.description
+    );
+}
+
+#[test]
+fn a_reported_local_distance_above_a_remote_one_is_kept_as_hwloc_reads_it() {
+    // Rows of nodes 0, 2 and 16 holding the first three columns of a 17-node SLIT, as in
+    // hwloc's 8ia64-2n2s2c+1n.v1.xml: node 2 is 17 from itself and 10 from node 16.
+    let p = path("fixtures/v1-ia64-cut-slit.xml");
+    let m = import_file(&p, &HwlocDefaults::default()).unwrap();
+    assert_eq!(
+        m.topology.distances,
+        vec![vec![10, 17, 17], vec![17, 17, 10], vec![14, 14, 14]]
+    );
+    assert_eq!(cpus(&m, 1), vec![2, 3]);
+    assert!(m.topology.nodes[2].cpus.is_empty());
+    assert_eq!(m.nodes[2].os_index, Some(16));
+    assert!(
+        m.description.contains("OS node 2's local distance (17)"),
+        "{}",
+        m.description
+    );
+    // The fallback order still starts at home.
+    assert_eq!(m.topology.nodes_by_distance(NodeId(1))[0], NodeId(1));
+    // The memory-only node hangs off the CPU node nearest to it by the matrix.
+    assert_eq!(m.links.len(), 2);
+    link(&m, 1, 2);
+    // A TOML override starting from the file keeps the matrix ...
+    let dir = std::env::temp_dir().join(format!("numalab-hwloc-ia64-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(&p, dir.join("ia64.xml")).unwrap();
+    std::fs::write(dir.join("o.toml"), "hwloc = \"ia64.xml\"\nid = \"o\"\n").unwrap();
+    let o = Machine::from_toml_file(dir.join("o.toml")).unwrap();
+    assert_eq!(o.topology.distances, m.topology.distances);
+    // ... but a matrix written in a machine file is checked whole.
+    let e = Machine::from_toml_str(&m.to_toml(), "written.toml")
         .unwrap_err()
         .to_string();
-    assert!(
-        e.contains("4n-line.xml") && e.contains("OS nodes 0 and 3") && e.contains("replace_links"),
-        "{e}"
-    );
+    assert!(e.contains("smallest in its row"), "{e}");
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
