@@ -562,9 +562,8 @@ fn parse_doc(doc: &roxmltree::Document, origin: &str) -> Result<ParsedTopology, 
     let mut gp_cpusets: HashMap<u64, BTreeSet<u32>> = HashMap::new();
     let mut allowed_cpus: Option<Bitmap> = None;
     let mut allowed_nodes: Option<Bitmap> = None;
-    // hwloc 1.x distance blocks, and the depth of each NUMA node below the root object.
+    // hwloc 1.x distance blocks.
     let mut v1_distances: Vec<V1Distances> = Vec::new();
-    let mut numa_depths: Vec<usize> = Vec::new();
     let mut saw_machine = false;
     for n in root.descendants().filter(|n| n.is_element()) {
         match n.tag_name().name() {
@@ -593,7 +592,6 @@ fn parse_doc(doc: &roxmltree::Document, origin: &str) -> Result<ParsedTopology, 
                 v1_distances.push(V1Distances {
                     base,
                     nbobjs: nb,
-                    relative_depth: attr_u64(&n, "relative_depth"),
                     at_root,
                     values,
                 });
@@ -646,14 +644,6 @@ fn parse_doc(doc: &roxmltree::Document, origin: &str) -> Result<ParsedTopology, 
                     subtype: n.attribute("subtype").map(str::to_string),
                 });
                 numa_gp.push(attr_u64(&n, "gp_index"));
-                // Objects between this node and the root object (hwloc 1.x keeps NUMA nodes
-                // in the main tree, where a distance block's relative_depth counts levels).
-                numa_depths.push(
-                    n.ancestors()
-                        .filter(|a| a.has_tag_name("object"))
-                        .count()
-                        .saturating_sub(1),
-                );
             }
             "OSDev" => {
                 let name = n.attribute("name").unwrap_or("?");
@@ -725,11 +715,7 @@ fn parse_doc(doc: &roxmltree::Document, origin: &str) -> Result<ParsedTopology, 
             .collect()
     });
     if !t.numa.is_empty() {
-        let v1 = V1Context {
-            blocks: &v1_distances,
-            numa_depths: &numa_depths,
-        };
-        t.distances = xml_distances(doc, &t.numa, &numa_gp, &v1, origin, &mut t.notes)?;
+        t.distances = xml_distances(doc, &t.numa, &numa_gp, &v1_distances, origin, &mut t.notes)?;
     }
     let gp_to_numa: HashMap<u64, usize> = numa_gp
         .iter()
@@ -757,41 +743,33 @@ fn parse_doc(doc: &roxmltree::Document, origin: &str) -> Result<ParsedTopology, 
 // Distances and memory attributes of an XML file
 // ---------------------------------------------------------------------------------------------
 
-/// One hwloc 1.x `<distances>` block: `nbobjs` objects `relative_depth` levels below the
-/// object holding it, values normalised to `latency_base`.
+/// One hwloc 1.x `<distances>` block: `nbobjs` objects some levels below the object holding
+/// it, values normalised to `latency_base`.
 struct V1Distances {
     base: f64,
     nbobjs: usize,
-    relative_depth: Option<u64>,
     /// Held by the root object (hwloc 2 reads only those).
     at_root: bool,
     values: Vec<f64>,
 }
 
-/// The hwloc 1.x blocks of a file and the depth of each NUMA node below the root object.
-struct V1Context<'a> {
-    blocks: &'a [V1Distances],
-    numa_depths: &'a [usize],
-}
-
 /// The NUMA latency matrix of the file, or None (with a note where distance blocks exist but
 /// none covers the nodes).
 ///
-/// hwloc 2.x: the `distances2` block named `NUMALatency`; else, among the unnamed latency-kind
-/// NUMANode blocks, one whose diagonal is all 10 (the SLIT's local value, what the OS gives:
-/// files converted from 1.x may carry matrices of other levels, such as packages at 1/2/4/8,
-/// that hwloc attached to the NUMA nodes because their counts match), else the first.
-///
-/// hwloc 1.x: every `<distances>` block is a latency matrix (hwloc 2 reads them so), over the
-/// objects `relative_depth` levels below the object holding it, in document order. hwloc 2
-/// keeps the blocks of the root object with as many objects as there are NUMA nodes; of
-/// those, the one at the NUMA nodes' depth is used (others are matrices of packages or cores
-/// that happen to be as many), else the first.
+/// hwloc 2.x: the `distances2` block named `NUMALatency`, else the unnamed latency-kind
+/// NUMANode blocks are the candidates. hwloc 1.x: every `<distances>` block is a latency
+/// matrix (hwloc 2 reads them so); hwloc 2 takes those of the root object with as many objects
+/// as there are NUMA nodes as NUMA matrices, over the nodes in document order, and so do we.
+/// Of several candidates, the first with 10 on its diagonal (the SLIT's local value, what the
+/// OS gives) is used, else the first: 1.x files, and 2.x files converted from them, may carry
+/// matrices of other levels (packages at 1/2/4/8, say) that are as many as the NUMA nodes.
+/// (A 1.x block's `relative_depth` does not tell: hwloc 2's 1.x export writes a NUMA
+/// matrix's one level off when the nodes hang below a package.)
 fn xml_distances(
     doc: &roxmltree::Document,
     numa: &[ParsedNode],
     numa_gp: &[Option<u64>],
-    v1: &V1Context,
+    v1_blocks: &[V1Distances],
     origin: &str,
     notes: &mut Vec<String>,
 ) -> Result<Option<ParsedDistances>, MachineError> {
@@ -804,96 +782,81 @@ fn xml_distances(
         .descendants()
         .filter(|n| n.has_tag_name("distances2") && n.attribute("type") == Some("NUMANode"))
         .collect();
+    if let Some(b) = blocks
+        .iter()
+        .find(|n| n.attribute("name") == Some("NUMALatency"))
+    {
+        return Ok(Some(read_distances2(b, numa, numa_gp, &hw)?));
+    }
     let kind = |n: &roxmltree::Node| attr_u64(n, "kind").unwrap_or(0);
-    let latency: Vec<&roxmltree::Node> = blocks
+    let mut candidates = Vec::new();
+    for b in blocks
         .iter()
         .filter(|n| kind(n) & 4 != 0 && kind(n) & 16 == 0)
-        .collect();
-    let mut read = Vec::new();
-    for b in &latency {
-        read.push(read_distances2(b, numa, numa_gp, &hw)?);
+    {
+        candidates.push(read_distances2(b, numa, numa_gp, &hw)?);
     }
-    let named = blocks
-        .iter()
-        .find(|n| n.attribute("name") == Some("NUMALatency"));
-    let chosen = match named {
-        Some(b) => Some(read_distances2(b, numa, numa_gp, &hw)?),
-        None => {
-            let slit = read
-                .iter()
-                .position(|d| (0..d.matrix.len()).all(|i| d.matrix[i][i] == 10));
-            if read.len() > 1 {
-                notes.push(format!(
-                    "{} unnamed NUMA latency matrices: {} used",
-                    read.len(),
-                    match slit {
-                        Some(i) => format!("the one with 10 on its diagonal (number {})", i + 1),
-                        None => "the first".to_string(),
-                    }
-                ));
-            }
-            let i = slit.unwrap_or(0);
-            (i < read.len()).then(|| read.swap_remove(i))
+    let what = if candidates.is_empty() {
+        for b in v1_blocks
+            .iter()
+            .filter(|b| b.at_root && b.nbobjs == numa.len() && b.nbobjs > 0)
+        {
+            candidates.push(read_v1_distances(b, &hw)?);
         }
+        "hwloc 1.x distance matrices over as many objects as NUMA nodes"
+    } else {
+        "unnamed NUMA latency matrices"
     };
-    if chosen.is_some() {
-        return Ok(chosen);
-    }
-    // hwloc 1.x.
-    let fits: Vec<&V1Distances> = v1
-        .blocks
+    let slit = candidates
         .iter()
-        .filter(|b| b.at_root && b.nbobjs == numa.len() && b.nbobjs > 0)
-        .collect();
-    let numa_depth = v1.numa_depths.first().copied();
-    let at_numa_depth = fits.iter().position(|b| {
-        numa_depth.is_some()
-            && v1.numa_depths.iter().all(|&d| Some(d) == numa_depth)
-            && b.relative_depth == numa_depth.map(|d| d as u64)
-    });
-    if fits.len() > 1 {
+        .position(|d| (0..d.matrix.len()).all(|i| d.matrix[i][i] == 10));
+    if candidates.len() > 1 {
         notes.push(format!(
-            "{} hwloc 1.x distance matrices over {} objects: {} used",
-            fits.len(),
-            numa.len(),
-            match at_numa_depth {
-                Some(_) => format!(
-                    "the one at the NUMA nodes' depth (relative_depth {})",
-                    numa_depth.unwrap_or(0)
-                ),
-                None => "the first".to_string(),
+            "{} {what}: {}",
+            candidates.len(),
+            match slit {
+                Some(i) => format!("number {} used, the first with 10 on its diagonal", i + 1),
+                None => "the first used".to_string(),
             }
         ));
     }
-    if let Some(b) = fits.get(at_numa_depth.unwrap_or(0)) {
-        let nb = b.nbobjs;
-        if b.values.len() != nb * nb {
-            return Err(hw(format!(
-                "<distances nbobjs=\"{nb}\">: {} latency values; expected {}",
-                b.values.len(),
-                nb * nb
-            )));
-        }
-        let matrix = (0..nb)
-            .map(|i| {
-                (0..nb)
-                    .map(|j| (b.values[i * nb + j] * b.base).round() as u32)
-                    .collect()
-            })
-            .collect();
-        return Ok(Some(ParsedDistances {
-            name: "hwloc 1.x latencies".to_string(),
-            position: (0..nb).map(Some).collect(),
-            matrix,
-        }));
+    if !candidates.is_empty() {
+        return Ok(Some(candidates.swap_remove(slit.unwrap_or(0))));
     }
-    if !v1.blocks.is_empty() {
+    if !v1_blocks.is_empty() {
         notes.push(
             "the hwloc 1.x distance blocks do not cover the NUMA nodes (hwloc reads only the root object's, over as many objects as NUMA nodes): ignored"
                 .to_string(),
         );
     }
     Ok(None)
+}
+
+/// One hwloc 1.x block over the NUMA nodes in document order.
+fn read_v1_distances(
+    b: &V1Distances,
+    hw: &dyn Fn(String) -> MachineError,
+) -> Result<ParsedDistances, MachineError> {
+    let nb = b.nbobjs;
+    if b.values.len() != nb.saturating_mul(nb) {
+        return Err(hw(format!(
+            "<distances nbobjs=\"{nb}\">: {} latency values; expected {}",
+            b.values.len(),
+            nb.saturating_mul(nb)
+        )));
+    }
+    let matrix = (0..nb)
+        .map(|i| {
+            (0..nb)
+                .map(|j| (b.values[i * nb + j] * b.base).round() as u32)
+                .collect()
+        })
+        .collect();
+    Ok(ParsedDistances {
+        name: "hwloc 1.x latencies".to_string(),
+        position: (0..nb).map(Some).collect(),
+        matrix,
+    })
 }
 
 /// One `distances2` block over NUMA nodes.

@@ -329,10 +329,14 @@ fn links_are_derived_from_distances_where_one_hop_links_do_not_fit() {
     assert_eq!(m.links.len(), 6);
     assert_eq!(link(&m, 0, 1).hop_ns, d.hop_ns);
     assert_eq!(link(&m, 0, 3).hop_ns, d.hop_ns * 22.0 / 16.0);
-    assert!(m.links.iter().all(|l| l.gbps_per_dir == d.link_gbps_per_dir));
+    assert!(m
+        .links
+        .iter()
+        .all(|l| l.gbps_per_dir == d.link_gbps_per_dir));
     assert_eq!(m.routes().unwrap().hops(NodeId(0), NodeId(3)), 1);
     assert!(
-        m.description.contains("links derived from the distance matrix")
+        m.description
+            .contains("links derived from the distance matrix")
             && m.description.contains("OS nodes 0 and 3")
             && m.description.contains("replace_links"),
         "{}",
@@ -346,7 +350,9 @@ fn cluster_on_die_keeps_the_matrix_latency_order() {
     // (nodes 0 and 2 share no 21-neighbour), the derived links keep every node's order: its
     // package's other node is nearer than the other package's nodes.
     let m = import("fixtures/4n-cod-2p.xml");
-    assert!(m.description.contains("links derived from the distance matrix"));
+    assert!(m
+        .description
+        .contains("links derived from the distance matrix"));
     let dist = &m.topology.distances;
     for i in 0..4u16 {
         let same = i ^ 1;
@@ -388,10 +394,9 @@ fn asymmetric_matrices_link_by_the_mean_of_both_directions() {
 }
 
 #[test]
-fn hwloc1_matrix_at_the_numa_nodes_depth_is_used() {
-    // Two root matrices over 4 objects: the sockets' (relative_depth 2, 1/2/4, first in the
-    // file) and the NUMA nodes' (relative_depth 1, 10/20). hwloc 2 keeps both as NUMA
-    // matrices; the NUMA nodes' is the latency matrix of the nodes.
+fn hwloc1_matrices_prefer_the_first_with_10_on_its_diagonal() {
+    // Two root matrices over 4 objects: the sockets' (1/2/4, first in the file) and the NUMA
+    // nodes' (10/20). hwloc 2 keeps both as NUMA matrices; the SLIT-like one is the nodes'.
     let m = import("fixtures/v1-two-matrices.xml");
     for i in 0..4 {
         for j in 0..4 {
@@ -400,11 +405,16 @@ fn hwloc1_matrix_at_the_numa_nodes_depth_is_used() {
     }
     assert_eq!(m.links.len(), 6);
     assert!(
-        m.description.contains("the one at the NUMA nodes' depth"),
+        m.description
+            .contains("number 2 used, the first with 10 on its diagonal"),
         "{}",
         m.description
     );
     assert!(!m.description.contains("derived"));
+    // As hwloc 2 exports 1.x files: both with 10 on the diagonal, the NUMA one first, its
+    // relative_depth one level off (the sockets' says 1, the NUMA nodes' depth): the first.
+    let m = import("fixtures/v2tov1-two-matrices.xml");
+    assert_eq!(m.topology.distances[0], vec![10, 20, 20, 20]);
 }
 
 #[test]
