@@ -20,9 +20,12 @@
 //!   ([`HwlocDefaults::cache_ways_when_unknown`]).
 //! - Distances only give hop structure, never nanoseconds (SLIT is not ns, §8): the smallest
 //!   remote value is one hop, a direct link; every pair at the next tier must then have a
-//!   common neighbour, or the file needs hand-written links (a TOML file with `hwloc = ...` and
-//!   `[[link]]` tables). An all-equal matrix, or none at all, gives a full mesh. A CPU-less
-//!   node is linked to the CPU node(s) nearest to it.
+//!   common neighbour. Where that does not fit (sub-NUMA clustering, cluster-on-die,
+//!   multi-level or asymmetric matrices) the links are derived from the matrix: every pair of
+//!   CPU nodes linked directly, latency proportional to distance (`cpu_node_links`), which a
+//!   TOML file with `hwloc = ...` and `[[link]]` tables can replace. An all-equal matrix, or
+//!   none at all, gives a full mesh. A CPU-less node is linked to the CPU node(s) nearest to it.
+//!   The matrix is kept as reported, even where a local distance is not its row's smallest.
 //! - Memory attributes (hwloc ≥ 2.3, from ACPI HMAT or `hwloc-annotate`): `Latency` (else
 //!   `ReadLatency`), ns, and `Bandwidth` (else `ReadBandwidth`), MiB/s, per (initiator node,
 //!   target node). Local values set `idle_local_ns` and `ctrl_peak_gbps`; values between linked

@@ -38,8 +38,18 @@ struct HwlocView {
     count: usize,
     /// OS index → (PUs, local memory in bytes if given).
     nodes: BTreeMap<u32, (BTreeSet<u32>, Option<u64>)>,
-    /// NUMA node latency matrices: (name, kind, OS indexes in order, matrix).
-    matrices: Vec<(String, u64, Vec<u32>, Vec<Vec<u64>>)>,
+    /// NUMA node latency matrices.
+    matrices: Vec<Matrix>,
+}
+
+/// One matrix `lstopo --distances` lists.
+#[derive(Debug)]
+struct Matrix {
+    name: String,
+    kind: u64,
+    /// The nodes' OS indexes, in the order of rows and columns.
+    os: Vec<u32>,
+    values: Vec<Vec<u64>>,
 }
 
 fn tool(file: &Path, program: &str, args: &[&str]) -> Result<String, String> {
@@ -157,7 +167,12 @@ fn hwloc_view(file: &Path) -> Result<HwlocView, String> {
                 .collect::<Result<_, _>>()?;
             m.push(vals);
         }
-        v.matrices.push((name.to_string(), kind, cols, m));
+        v.matrices.push(Matrix {
+            name: name.to_string(),
+            kind,
+            os: cols,
+            values: m,
+        });
     }
     Ok(v)
 }
@@ -291,21 +306,21 @@ fn compare(file: &Path, d: &HwlocDefaults) -> Outcome {
     o.matched.insert("memory", mem_ok);
     // Distances: the matrix named NUMALatency, else the only unnamed latency one, else (files
     // converted from hwloc 1.x) the one with 10 on its diagonal, as numalab picks.
-    let latency: Vec<&(String, u64, Vec<u32>, Vec<Vec<u64>>)> = hw
+    let latency: Vec<&Matrix> = hw
         .matrices
         .iter()
-        .filter(|(_, kind, _, _)| kind & 4 != 0 && kind & 16 == 0)
+        .filter(|mx| mx.kind & 4 != 0 && mx.kind & 16 == 0)
         .collect();
     let chosen = hw
         .matrices
         .iter()
-        .find(|(name, ..)| name == "NUMALatency")
+        .find(|mx| mx.name == "NUMALatency")
         .or_else(|| {
             if latency.len() > 1 {
                 let slit = latency
                     .iter()
                     .copied()
-                    .find(|(_, _, _, mx)| (0..mx.len()).all(|k| mx[k][k] == 10));
+                    .find(|mx| (0..mx.values.len()).all(|k| mx.values[k][k] == 10));
                 o.explained.push((
                     "distances",
                     format!(
@@ -349,7 +364,12 @@ fn compare(file: &Path, d: &HwlocDefaults) -> Outcome {
                     );
                 }
             }
-            Some((name, _, cols, mx)) => {
+            Some(Matrix {
+                name,
+                os: cols,
+                values: mx,
+                ..
+            }) => {
                 for (i, &a) in os.iter().enumerate() {
                     for (j, &b) in os.iter().enumerate() {
                         let (Some(r), Some(c)) = (
