@@ -314,7 +314,8 @@ fn hand_written_links_replace_the_links_derived_from_distances() {
     let m = numalab_machine::load(fixture("fixtures/4n-line.xml").to_str().unwrap()).unwrap();
     assert_eq!(m.links.len(), 6);
     assert!(
-        m.description.contains("links derived from the distance matrix")
+        m.description
+            .contains("links derived from the distance matrix")
             && m.description.contains("no common one-hop neighbour")
             && m.description.contains("[[link]]"),
         "{}",
