@@ -514,8 +514,8 @@ pub fn machine_from_facts(f: &HostFacts, d: &HwlocDefaults) -> Result<Machine, M
     let mut t = parsed_topology(f);
     t.notes.push(defaults_note(f, d));
     let origin = format!("{} (sysfs)", f.root);
-    let advice = "The kernel's SLIT distances do not determine the links between nodes. Write \
-                  the machine file by hand: record `lstopo --of xml`, then a TOML file with \
+    // Ends the note on links derived from the SLIT, where it does not determine them.
+    let advice = "To give the real links: record `lstopo --of xml`, then a TOML file with \
                   hwloc = \"<that file>\", replace_links = true and one [[link]] table per link \
                   (docs/machine-format.md)";
     let m = import_parsed(&t, &origin, &machine_id(f.hostname.as_deref()), d, advice)?;
