@@ -225,26 +225,30 @@ const XML_LINK_ADVICE: &str =
     "To give the real links: a TOML machine file with hwloc = \"<this file>\", \
      replace_links = true and one [[link]] table per link";
 
-/// Validate an import. Its distance matrix is the OS's as reported, kept even where a local
-/// distance is not the smallest of its row (hwloc keeps it too; the description says so):
-/// every other rule applies.
+/// Validate an imported machine: [`Machine::validate`]'s rules but one. Its distance matrix
+/// is the OS's as reported, kept even where a local distance is not the smallest of its row
+/// (hwloc keeps it too; the description says so), which `Machine::validate` and machine files
+/// refuse.
+pub fn validate_imported(m: &Machine) -> Result<(), MachineError> {
+    crate::validate::check_reported(m).map_err(|p| p.into_error(format!("machine '{}'", m.id)))
+}
+
+/// Validate an import ([`validate_imported`]), errors naming `origin`.
 fn finish(imp: Imported, origin: &str) -> Result<Machine, MachineError> {
-    crate::validate::check_reported(&imp.machine)
-        .map_err(|p| p.into_error(format!("machine '{}'", imp.machine.id)))
-        .map_err(|e| match e {
-            MachineError::Invalid {
-                key,
-                problem,
-                expected,
-                ..
-            } => MachineError::Invalid {
-                origin: origin.to_string(),
-                key,
-                problem,
-                expected,
-            },
-            other => other,
-        })?;
+    validate_imported(&imp.machine).map_err(|e| match e {
+        MachineError::Invalid {
+            key,
+            problem,
+            expected,
+            ..
+        } => MachineError::Invalid {
+            origin: origin.to_string(),
+            key,
+            problem,
+            expected,
+        },
+        other => other,
+    })?;
     Ok(imp.machine)
 }
 

@@ -367,7 +367,10 @@ impl Machine {
     }
 
     /// Check every figure: the topology, per-node hardware, curves, TLB pools, links and
-    /// their routes, OS costs. The error names the key of the TOML format that is wrong.
+    /// their routes, OS costs. The error names the key of the TOML format that is wrong. An
+    /// imported machine keeps the OS's distance matrix as reported, which may break the rule
+    /// that a local distance is its row's smallest: check those with
+    /// [`hwloc::validate_imported`].
     pub fn validate(&self) -> Result<(), MachineError> {
         validate::check(self).map_err(|p| p.into_error(format!("machine '{}'", self.id)))
     }

@@ -447,6 +447,9 @@ fn a_reported_local_distance_above_a_remote_one_is_kept_as_hwloc_reads_it() {
         "{}",
         m.description
     );
+    // Valid as an import; Machine::validate, as machine files, wants the local distance smallest.
+    numalab_machine::hwloc::validate_imported(&m).unwrap();
+    assert!(m.validate().is_err());
     // The fallback order still starts at home.
     assert_eq!(m.topology.nodes_by_distance(NodeId(1))[0], NodeId(1));
     // The memory-only node hangs off the CPU node nearest to it by the matrix.
