@@ -1093,6 +1093,11 @@ pub fn import_str_detailed(
 /// `origin` names the source in errors, `id` becomes the machine id, `link_advice` ends the
 /// note on derived links (see [`Imported::links_derived`]). Nothing is validated yet: see
 /// [`import_parsed`].
+///
+/// The steps, in order (each adds its notes to the description): the allowed PUs and nodes,
+/// each PU's node, memory, SMT, caches, the distance matrix, links between CPU nodes
+/// ([`cpu_node_links`]) and to CPU-less nodes, the figures of nodes and links (memory
+/// attributes, else defaults), and the machine.
 pub fn import_parsed_detailed(
     s: &ParsedTopology,
     origin: &str,
@@ -1109,290 +1114,29 @@ pub fn import_parsed_detailed(
             "no logical CPUs (PUs): a machine needs at least one".to_string()
         ));
     }
-    let mut notes = s.notes.clone();
-
-    // Allowed PUs and nodes.
-    let pus: BTreeSet<u32> = s
-        .pus
-        .iter()
-        .copied()
-        .filter(|p| match &s.allowed_pus {
-            Some(a) => a.contains(p),
-            None => true,
-        })
-        .collect();
-    let disallowed_pus: Vec<u32> = s.pus.difference(&pus).copied().collect();
-    if !disallowed_pus.is_empty() {
-        notes.push(format!(
-            "CPUs {} are disallowed (allowed_cpuset) and left out",
-            list(&disallowed_pus)
-        ));
-    }
-    if pus.is_empty() {
-        return Err(hw(
-            "no PU is allowed by the Machine object's allowed_cpuset".to_string(),
-        ));
-    }
-    let mut numa: Vec<(usize, &ParsedNode)> = s.numa.iter().enumerate().collect();
-    numa.sort_by_key(|(_, o)| o.os_index);
-    let disallowed_nodes: Vec<u32> = numa
-        .iter()
-        .filter(|(_, o)| {
-            s.allowed_nodes
-                .as_ref()
-                .is_some_and(|a| !a.contains(&o.os_index))
-        })
-        .map(|(_, o)| o.os_index)
-        .collect();
-    if !disallowed_nodes.is_empty() {
-        notes.push(format!(
-            "NUMA nodes {} are disallowed (allowed_nodeset) and left out",
-            list(&disallowed_nodes)
-        ));
-    }
-    numa.retain(|(_, o)| !disallowed_nodes.contains(&o.os_index));
-    if !s.numa.is_empty() && numa.is_empty() {
-        return Err(hw(
-            "every NUMA node is disallowed by the Machine object's allowed_nodeset".to_string(),
-        ));
-    }
-    let single = numa.is_empty();
-    if single {
-        notes.push("the file has no NUMANode objects: one node holds every CPU".to_string());
-    }
-    let kept: Vec<usize> = numa.iter().map(|(i, _)| *i).collect();
-    let n = if single { 1 } else { kept.len() };
-
-    // Each PU goes to the most local node containing it: the smallest locality, then nodes
-    // without a subtype (DRAM before HBM / CXL / NVM), then the lowest OS index.
-    let mut cpus: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); n];
-    let mut homeless = Vec::new();
-    for &p in &pus {
-        if single {
-            cpus[0].insert(p);
-            continue;
-        }
-        let best = numa
-            .iter()
-            .enumerate()
-            .filter(|(_, (_, o))| o.cpuset.contains(&p))
-            .min_by_key(|(_, (_, o))| (o.cpuset.len(), o.subtype.is_some(), o.os_index));
-        match best {
-            Some((i, _)) => {
-                cpus[i].insert(p);
-            }
-            None => homeless.push(p),
-        }
-    }
-    if !homeless.is_empty() {
-        notes.push(format!(
-            "CPUs {} are allowed but their NUMA node is not (or absent): left out, the model has no local memory for them",
-            list(&homeless)
-        ));
-    }
+    let (mut b, pus) = Build::new(s, d, &hw)?;
+    let cpus = b.assign_cpus(&pus);
     if cpus.iter().all(BTreeSet::is_empty) {
         return Err(hw(
             "no allowed CPU is local to an allowed NUMA node".to_string()
         ));
     }
-
-    // Memory.
-    let mem: Vec<u64> = if single {
-        vec![s.machine_mem.unwrap_or_else(|| {
-            notes.push(format!(
-                "no memory size in the file: {} bytes assumed",
-                d.mem_bytes_when_missing
-            ));
-            d.mem_bytes_when_missing
-        })]
-    } else {
-        let missing: Vec<u32> = numa
-            .iter()
-            .filter(|(_, o)| o.mem_bytes.is_none())
-            .map(|(_, o)| o.os_index)
-            .collect();
-        if !missing.is_empty() {
-            notes.push(format!(
-                "NUMA nodes {} have no local_memory: {} bytes assumed",
-                list(&missing),
-                d.mem_bytes_when_missing
-            ));
-        }
-        numa.iter()
-            .map(|(_, o)| o.mem_bytes.unwrap_or(d.mem_bytes_when_missing))
-            .collect()
-    };
-
-    // SMT: PUs per core over the cores that keep a PU.
+    let mem = b.memory();
     let kept_pus: BTreeSet<u32> = cpus.iter().flatten().copied().collect();
-    let core_sizes: Vec<usize> = s
-        .cores
-        .iter()
-        .map(|c| c.intersection(&kept_pus).count())
-        .filter(|&k| k > 0)
-        .collect();
-    let smt = if core_sizes.is_empty() {
-        1
-    } else {
-        ((core_sizes.iter().sum::<usize>() as f64 / core_sizes.len() as f64).round() as u32).max(1)
-    };
-    let siblings = sibling_numbering(&s.cores, &kept_pus);
-
-    // Caches.
-    let ways_of = |c: &ParsedCache, bytes: u64| -> u32 {
-        match c.associativity {
-            a if a < 0 => (bytes / 64).max(1) as u32,
-            0 => d.cache_ways_when_unknown,
-            a => a as u32,
-        }
-    };
-    let core_of = |p: u32| s.cores.iter().find(|c| c.contains(&p));
-    let first = *kept_pus.iter().next().expect("some CPU is kept");
-    let private = s
-        .caches
-        .iter()
-        .filter(|c| c.level >= 2 && c.bytes > 0 && c.cpuset.contains(&first))
-        .filter(|c| match core_of(first) {
-            Some(core) => c.cpuset.is_subset(core),
-            None => c.cpuset.len() == 1,
-        })
-        .max_by_key(|c| c.level);
-    // No cache private to one core: a shared L2 under a higher level (Bulldozer modules,
-    // Atom clusters) is still the closest filter a core has, so it is modelled per core.
-    let private = private.or_else(|| {
-        let top = s
-            .caches
-            .iter()
-            .filter(|c| c.cpuset.contains(&first))
-            .map(|c| c.level)
-            .max()?;
-        let l2 = s
-            .caches
-            .iter()
-            .find(|c| c.level == 2 && c.bytes > 0 && c.cpuset.contains(&first) && top > 2)?;
-        notes.push(
-            "the L2 is shared by several cores: modelled as each core's private cache".to_string(),
-        );
-        Some(l2)
-    });
-    let (private_cache, private_level) = match private {
-        Some(c) => (
-            CacheGeom {
-                bytes: c.bytes,
-                ways: ways_of(c, c.bytes),
-            },
-            c.level,
-        ),
-        None => {
-            notes.push(
-                "no per-core L2 cache in the topology: the default private cache is assumed"
-                    .to_string(),
-            );
-            (d.private_cache.clone(), 1)
-        }
-    };
-    let mut llcs: Vec<Option<CacheGeom>> = Vec::with_capacity(n);
-    for (i, node_cpus) in cpus.iter().enumerate() {
-        if node_cpus.is_empty() {
-            llcs.push(None);
-            continue;
-        }
-        // The node's full locality (disallowed CPUs included) sets its share of a shared LLC.
-        let locality: BTreeSet<u32> = if single {
-            s.pus.clone()
-        } else {
-            numa[i].1.cpuset.clone()
-        };
-        let candidates: Vec<&ParsedCache> = s
-            .caches
-            .iter()
-            .filter(|c| c.level > private_level && c.bytes > 0 && !c.cpuset.is_disjoint(node_cpus))
-            .collect();
-        let Some(level) = candidates.iter().map(|c| c.level).max() else {
-            llcs.push(None);
-            continue;
-        };
-        let mut bytes = 0u64;
-        let mut ways = 0;
-        for c in candidates.iter().filter(|c| c.level == level) {
-            let share = c.cpuset.intersection(&locality).count().max(1) as f64
-                / c.cpuset.len().max(1) as f64;
-            bytes += (c.bytes as f64 * share.min(1.0)) as u64;
-            ways = ways_of(c, c.bytes);
-        }
-        bytes -= bytes % 64;
-        let ways = ways.min((bytes / 64).max(1) as u32);
-        llcs.push(Some(CacheGeom { bytes, ways }));
-    }
-    if llcs
-        .iter()
-        .zip(&cpus)
-        .any(|(l, c)| l.is_none() && !c.is_empty())
-    {
-        notes.push(
-            "some CPU nodes have no shared cache above the private one: llc = none".to_string(),
-        );
-    }
-
-    // Distances and hop structure.
-    let matrix = if single {
-        None
-    } else {
-        kept_distances(s, &kept, origin, &mut notes)?
-    };
-    let distances = match &matrix {
-        Some(m) => m.clone(),
-        None if n == 1 => vec![vec![10]],
-        None => {
-            notes.push(format!(
-                "no distance matrix: a full mesh is assumed, distances 10 / {}",
-                d.remote_distance_when_missing
-            ));
-            (0..n)
-                .map(|i| {
-                    (0..n)
-                        .map(|j| {
-                            if i == j {
-                                10
-                            } else {
-                                d.remote_distance_when_missing
-                            }
-                        })
-                        .collect()
-                })
-                .collect()
-        }
-    };
-    for (i, row) in distances.iter().enumerate() {
-        if let Some((j, &dj)) = row
-            .iter()
-            .enumerate()
-            .filter(|&(j, _)| j != i)
-            .min_by_key(|&(_, &v)| v)
-        {
-            if dj < row[i] {
-                notes.push(format!(
-                    "OS node {}'s local distance ({}) is larger than its distance to OS node {} ({}), \
-                     as the file gives it: kept as reported (hwloc keeps it too); fallback still \
-                     starts at the local node",
-                    numa[i].1.os_index, row[i], numa[j].1.os_index, dj
-                ));
-            }
-        }
-    }
-    let cpu_nodes: Vec<usize> = (0..n).filter(|&i| !cpus[i].is_empty()).collect();
-    let mem_nodes: Vec<usize> = (0..n).filter(|&i| cpus[i].is_empty()).collect();
-    let os_index_of = |k: usize| if single { 0 } else { numa[k].1.os_index };
+    let (smt, siblings, cores) = smt_of(&s.cores, &kept_pus);
+    let (private_cache, llcs) = b.caches(&cpus, &kept_pus);
+    let (have_matrix, distances) = b.distances(origin)?;
+    let cpu_nodes: Vec<usize> = (0..b.n).filter(|&i| !cpus[i].is_empty()).collect();
+    let mem_nodes: Vec<usize> = (0..b.n).filter(|&i| cpus[i].is_empty()).collect();
     let cpu_links = cpu_node_links(
         &distances,
-        matrix.is_some(),
+        have_matrix,
         &cpu_nodes,
-        &os_index_of,
+        &|k| b.os_index(k),
         d.hop_ns,
     );
-    let mut pairs: Vec<(usize, usize)> = cpu_links.pairs.clone();
     if let Some(why) = &cpu_links.derived_because {
-        notes.push(format!(
+        b.notes.push(format!(
             "links derived from the distance matrix: {why}, so every pair of CPU nodes is linked \
              directly, each link's hop_ns = {} ns × its distance ÷ {} (the smallest remote \
              distance gets the one-hop latency; asymmetric pairs take the mean of both \
@@ -1400,325 +1144,779 @@ pub fn import_parsed_detailed(
             d.hop_ns, cpu_links.one_hop
         ));
     }
-    // CPU-less nodes hang off the CPU node(s) nearest to them: by distance, else by locality,
-    // else every CPU node.
-    for &m in &mem_nodes {
-        let near: Vec<usize> = if matrix.is_some() {
-            let best = cpu_nodes
-                .iter()
-                .map(|&c| distances[c][m])
-                .min()
-                .unwrap_or(0);
-            cpu_nodes
-                .iter()
-                .copied()
-                .filter(|&c| distances[c][m] == best)
-                .collect()
-        } else {
-            let loc = &numa[m].1.cpuset;
-            let v: Vec<usize> = cpu_nodes
-                .iter()
-                .copied()
-                .filter(|&c| !cpus[c].is_disjoint(loc))
-                .collect();
-            if v.is_empty() {
-                cpu_nodes.clone()
-            } else {
-                v
-            }
-        };
-        pairs.extend(near.into_iter().map(|c| (c.min(m), c.max(m))));
-    }
-    if !mem_nodes.is_empty() {
-        notes.push(format!(
-            "CPU-less memory nodes {} are linked to their nearest CPU nodes",
-            list(
-                &mem_nodes
-                    .iter()
-                    .map(|&m| numa[m].1.os_index)
-                    .collect::<Vec<_>>()
-            )
-        ));
-    }
-
+    let mut pairs = cpu_links.pairs.clone();
+    pairs.extend(b.memory_node_links(&cpus, &distances, have_matrix, &cpu_nodes, &mem_nodes));
     if !s.memory_devices.is_empty() {
-        notes.push(format!(
+        b.notes.push(format!(
             "memory devices that are not NUMA nodes (not onlined as system RAM) are not modelled: {}; \
              online them and re-run lstopo, or add CPU-less [[node]] tables in a TOML override",
             s.memory_devices.join("; ")
         ));
     }
 
-    // Memory attributes.
-    let dense_of: HashMap<usize, usize> = if single {
-        HashMap::new()
-    } else {
-        numa.iter()
-            .enumerate()
-            .map(|(dense, (k, _))| (*k, dense))
-            .collect()
-    };
-    let (lat_name, mut lat) = pair_values(s.latency.as_ref(), &dense_of, &cpus);
-    let (bw_name, mut bw_mibps) = pair_values(s.bandwidth.as_ref(), &dense_of, &cpus);
-    let gbps = |mibps: f64| mibps * 1_048_576.0 / 1e9;
-    // A value no memory has is a firmware table's mistake (an HMAT in the wrong unit, a
-    // placeholder, hwloc's own test file with 20 MiB/s): reported and left out, so the
-    // defaults apply, rather than simulated literally. Latency: ≈ 60 ns (local DDR) to a few
-    // µs (CXL behind a switch); bandwidth: ≈ 1 GB/s (one old DDR channel, persistent-memory
-    // writes) to 2 TB/s (HBM3).
-    let os_of = |k: usize| numa[k].1.os_index;
-    let mut drop_implausible = |vals: &mut HashMap<(usize, usize), f64>,
-                                what: &str,
-                                shown: &dyn Fn(f64) -> f64,
-                                (lo, hi, unit): (f64, f64, &str)| {
-        let mut bad: Vec<((usize, usize), f64)> = vals
-            .iter()
-            .filter(|(_, &v)| !(lo..=hi).contains(&shown(v)))
-            .map(|(&k, &v)| (k, v))
-            .collect();
-        bad.sort_by_key(|(k, _)| *k);
-        if let Some(&((i, t), v)) = bad.first() {
-            notes.push(format!(
-                "memory attribute {what}: {} value(s) not plausible for memory (expected {lo}-{hi} {unit}), e.g. {} {unit} from node {} to node {}: left out, defaults used",
-                bad.len(),
-                (shown(v) * 1000.0).round() / 1000.0,
-                os_of(i),
-                os_of(t)
-            ));
-        }
-        for (k, _) in bad {
-            vals.remove(&k);
-        }
-    };
-    drop_implausible(&mut lat, "latency", &|v| v, (20.0, 5000.0, "ns"));
-    drop_implausible(&mut bw_mibps, "bandwidth", &gbps, (1.0, 2000.0, "GB/s"));
-    if let Some(name) = &lat_name {
-        notes.push(format!("latencies from the '{name}' memory attribute"));
-    }
-    if let Some(name) = &bw_name {
-        notes.push(format!(
-            "bandwidths from the '{name}' memory attribute (MiB/s)"
-        ));
-    }
-    let mut idle = vec![d.idle_local_ns; n];
-    let mut peak = vec![d.ctrl_peak_gbps; n];
-    for &c in &cpu_nodes {
-        if let Some(&v) = lat.get(&(c, c)) {
-            idle[c] = v;
-        }
-        if let Some(&v) = bw_mibps.get(&(c, c)) {
-            peak[c] = gbps(v);
-        }
-    }
-    for &m in &mem_nodes {
-        peak[m] = bw_mibps
-            .iter()
-            .filter(|((_, t), _)| *t == m)
-            .map(|(_, &v)| gbps(v))
-            .fold(None, |acc: Option<f64>, v| {
-                Some(acc.map_or(v, |a| a.max(v)))
-            })
-            .unwrap_or(d.memory_only_ctrl_peak_gbps);
-        // The device behaves as DRAM behind a link: its local latency is its nearest CPU
-        // node's, and the link's hop carries the extra latency the attributes show.
-        idle[m] = pairs
-            .iter()
-            .filter_map(|&(a, b)| {
-                if b == m {
-                    Some(a)
-                } else if a == m {
-                    Some(b)
-                } else {
-                    None
-                }
-            })
-            .map(|c| idle[c])
-            .fold(f64::INFINITY, f64::min);
-        if !idle[m].is_finite() {
-            idle[m] = d.idle_local_ns;
-        }
-    }
-    // What the attributes give per link: (hop ns, GB/s per direction), None where they give
-    // nothing for either direction.
-    let attributed: Vec<(Option<f64>, Option<f64>)> = pairs
-        .iter()
-        .map(|&(a, b)| {
-            let hops: Vec<f64> = [(a, b), (b, a)]
-                .iter()
-                .filter_map(|&(x, y)| lat.get(&(x, y)).map(|&l| (l - idle[y]).max(0.0)))
-                .collect();
-            let hop = (!hops.is_empty()).then(|| hops.iter().sum::<f64>() / hops.len() as f64);
-            let gbps_per_dir = [(a, b), (b, a)]
-                .iter()
-                .filter_map(|k| bw_mibps.get(k).map(|&v| gbps(v)))
-                .fold(None, |acc: Option<f64>, v| {
-                    Some(acc.map_or(v, |x| x.min(v)))
-                });
-            (hop, gbps_per_dir)
-        })
-        .collect();
-    // The CPU-less end of a link, if it has one.
-    let memory_end = |(a, b): (usize, usize)| {
-        if cpus[a].is_empty() {
-            Some(a)
-        } else if cpus[b].is_empty() {
-            Some(b)
-        } else {
-            None
-        }
-    };
-    // ACPI HMAT (the kernel's accessN classes, and hwloc's attributes taken from them) gives a
-    // memory node's figures only for its best initiators; the other CPU nodes linked to a
-    // CPU-less node are no faster, so their links take the slowest attributed link to that node
-    // rather than the default, which would make them faster than the best.
-    let slowest_to = |m: usize| -> (Option<f64>, Option<f64>) {
-        let mut hop: Option<f64> = None;
-        let mut bw: Option<f64> = None;
-        for (&p, &(h, g)) in pairs.iter().zip(&attributed) {
-            if memory_end(p) == Some(m) {
-                hop = h.map_or(hop, |h| Some(hop.map_or(h, |x| x.max(h))));
-                bw = g.map_or(bw, |g| Some(bw.map_or(g, |x| x.min(g))));
-            }
-        }
-        (hop, bw)
-    };
-    let mut filled: BTreeSet<u32> = BTreeSet::new();
-    let links: Vec<Link> = pairs
-        .iter()
-        .zip(&attributed)
-        .map(|(&(a, b), &(hop, bw))| {
-            let memory = memory_end((a, b));
-            let (fill_hop, fill_bw) = memory.map_or((None, None), slowest_to);
-            if let Some(m) = memory {
-                if (hop.is_none() && fill_hop.is_some()) || (bw.is_none() && fill_bw.is_some()) {
-                    filled.insert(numa[m].1.os_index);
-                }
-            }
-            let hop_ns = hop.or(fill_hop).unwrap_or(if memory.is_some() {
-                d.memory_only_hop_ns
-            } else {
-                cpu_links
-                    .derived_hop_ns
-                    .get(&(a, b))
-                    .copied()
-                    .unwrap_or(d.hop_ns)
-            });
-            let gbps_per_dir = bw.or(fill_bw).unwrap_or(if memory.is_some() {
-                d.memory_only_link_gbps_per_dir
-            } else {
-                d.link_gbps_per_dir
-            });
-            Link {
-                a: NodeId(a as u16),
-                b: NodeId(b as u16),
-                gbps_per_dir,
-                hop_ns,
-                next_hop_ns: None,
-            }
-        })
-        .collect();
-    if !filled.is_empty() {
-        notes.push(format!(
-            "links to CPU-less nodes {} from CPU nodes the memory attributes do not name take the \
-             slowest named link to that node (the attributes give only the best initiators)",
-            list(&filled.iter().copied().collect::<Vec<_>>())
-        ));
-    }
-
-    // Assemble.
-    let identity = single
-        || numa
-            .iter()
-            .enumerate()
-            .all(|(i, (_, o))| o.os_index as usize == i);
-    let nodes_hw: Vec<NodeHw> = (0..n)
-        .map(|i| NodeHw {
-            llc: llcs[i].clone(),
-            ctrl_peak_gbps: peak[i],
-            idle_local_ns: idle[i],
-            curve: d.curve_shape.scaled(idle[i]),
-            os_index: if single {
-                None
-            } else {
-                Some(numa[i].1.os_index)
-            },
-        })
-        .collect();
-    let topology = Topology {
-        nodes: (0..n)
-            .map(|i| NodeInfo {
-                id: NodeId(i as u16),
-                cpus: cpus[i].iter().map(|&p| CpuId(p)).collect(),
-                mem_bytes: mem[i],
-            })
-            .collect(),
-        distances,
-        smt,
-    };
-    if !identity {
-        let map: Vec<String> = numa
-            .iter()
-            .enumerate()
-            .map(|(i, (_, o))| format!("{i}={}", o.os_index))
-            .collect();
-        notes.push(format!(
-            "nodes renumbered densely (id=OS index): {}",
-            map.join(", ")
-        ));
-    }
-    let cores = core_sizes.len();
-    let packages = s
-        .packages
-        .iter()
-        .filter(|p| !p.is_disjoint(&kept_pus))
-        .count();
-    let description = format!(
-        "{}imported from {}: {} NUMA node{}, {} package{}, {} cores, {} CPUs. Notes: {}",
-        s.cpu_model
-            .as_ref()
-            .map(|m| format!("{m}, "))
-            .unwrap_or_default(),
-        s.imported_from,
-        n,
-        if n == 1 { "" } else { "s" },
-        packages,
-        if packages == 1 { "" } else { "s" },
-        cores,
-        kept_pus.len(),
-        if notes.is_empty() {
-            "none".to_string()
-        } else {
-            notes.join("; ")
-        }
+    let (idle, peak, links) = b.node_and_link_figures(
+        &cpus,
+        &pairs,
+        &cpu_links.derived_hop_ns,
+        &cpu_nodes,
+        &mem_nodes,
     );
-    let machine = Machine {
-        id: id.to_string(),
-        description,
-        source: s.source.clone(),
-        topology,
-        core: CoreParams {
-            ghz: d.ghz,
-            siblings,
-            concurrency_lines: d.concurrency_lines,
-            rob_entries: d.rob_entries,
-            store_buffer_entries: d.store_buffer_entries,
-            private_cache,
-            private_hit_ns: d.private_hit_ns,
-            llc_hit_ns: d.llc_hit_ns,
-            tlb: d.tlb.clone(),
-        },
-        nodes: nodes_hw,
+    let machine = b.assemble(Assembly {
+        id,
+        cpus: &cpus,
+        mem: &mem,
+        kept_pus: &kept_pus,
+        smt,
+        siblings,
+        cores,
+        private_cache,
+        llcs: &llcs,
+        distances,
+        idle: &idle,
+        peak: &peak,
         links,
-        link_shape: d.link_shape.clone(),
-        link_coherence_overhead: d.link_coherence_overhead,
-        memory_directory: d.memory_directory,
-        os: d.os.clone(),
-    };
+    });
     Ok(Imported {
         machine,
         links_derived: cpu_links.derived_because,
-        notes,
+        notes: b.notes,
     })
+}
+
+/// The parts of a machine that [`Build::assemble`] puts together.
+struct Assembly<'x> {
+    id: &'x str,
+    cpus: &'x [BTreeSet<u32>],
+    mem: &'x [u64],
+    kept_pus: &'x BTreeSet<u32>,
+    smt: u32,
+    siblings: SiblingNumbering,
+    cores: usize,
+    private_cache: CacheGeom,
+    llcs: &'x [Option<CacheGeom>],
+    distances: Vec<Vec<u32>>,
+    idle: &'x [f64],
+    peak: &'x [f64],
+    links: Vec<Link>,
+}
+
+/// An import in progress: the source, the defaults, the nodes kept and the notes so far.
+struct Build<'a> {
+    s: &'a ParsedTopology,
+    d: &'a HwlocDefaults,
+    /// The allowed NUMA entries in OS-index order: (index into `s.numa`, entry); their
+    /// position is the dense node id.
+    numa: Vec<(usize, &'a ParsedNode)>,
+    /// No NUMA node: one node holds every CPU.
+    single: bool,
+    /// Nodes of the machine.
+    n: usize,
+    notes: Vec<String>,
+}
+
+impl<'a> Build<'a> {
+    /// The allowed PUs and NUMA nodes (disallowed ones are left out, with a note).
+    fn new(
+        s: &'a ParsedTopology,
+        d: &'a HwlocDefaults,
+        hw: &dyn Fn(String) -> MachineError,
+    ) -> Result<(Build<'a>, BTreeSet<u32>), MachineError> {
+        let mut notes = s.notes.clone();
+        let pus: BTreeSet<u32> = s
+            .pus
+            .iter()
+            .copied()
+            .filter(|p| match &s.allowed_pus {
+                Some(a) => a.contains(p),
+                None => true,
+            })
+            .collect();
+        let disallowed_pus: Vec<u32> = s.pus.difference(&pus).copied().collect();
+        if !disallowed_pus.is_empty() {
+            notes.push(format!(
+                "CPUs {} are disallowed (allowed_cpuset) and left out",
+                list(&disallowed_pus)
+            ));
+        }
+        if pus.is_empty() {
+            return Err(hw(
+                "no PU is allowed by the Machine object's allowed_cpuset".to_string(),
+            ));
+        }
+        let mut numa: Vec<(usize, &ParsedNode)> = s.numa.iter().enumerate().collect();
+        numa.sort_by_key(|(_, o)| o.os_index);
+        let disallowed_nodes: Vec<u32> = numa
+            .iter()
+            .filter(|(_, o)| {
+                s.allowed_nodes
+                    .as_ref()
+                    .is_some_and(|a| !a.contains(&o.os_index))
+            })
+            .map(|(_, o)| o.os_index)
+            .collect();
+        if !disallowed_nodes.is_empty() {
+            notes.push(format!(
+                "NUMA nodes {} are disallowed (allowed_nodeset) and left out",
+                list(&disallowed_nodes)
+            ));
+        }
+        numa.retain(|(_, o)| !disallowed_nodes.contains(&o.os_index));
+        if !s.numa.is_empty() && numa.is_empty() {
+            return Err(hw(
+                "every NUMA node is disallowed by the Machine object's allowed_nodeset".to_string(),
+            ));
+        }
+
+        let single = numa.is_empty();
+        if single {
+            notes.push("the file has no NUMANode objects: one node holds every CPU".to_string());
+        }
+        let n = if single { 1 } else { numa.len() };
+        Ok((
+            Build {
+                s,
+                d,
+                numa,
+                single,
+                n,
+                notes,
+            },
+            pus,
+        ))
+    }
+
+    /// The OS number of dense node `k` (0 for the single node of a file without NUMA nodes).
+    fn os_index(&self, k: usize) -> u32 {
+        if self.single {
+            0
+        } else {
+            self.numa[k].1.os_index
+        }
+    }
+
+    /// Each allowed PU's node, by dense id.
+    fn assign_cpus(&mut self, pus: &BTreeSet<u32>) -> Vec<BTreeSet<u32>> {
+        let (single, n, numa, notes) = (self.single, self.n, &self.numa, &mut self.notes);
+        // Each PU goes to the most local node containing it: the smallest locality, then nodes
+        // without a subtype (DRAM before HBM / CXL / NVM), then the lowest OS index.
+        let mut cpus: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); n];
+        let mut homeless = Vec::new();
+        for &p in pus {
+            if single {
+                cpus[0].insert(p);
+                continue;
+            }
+            let best = numa
+                .iter()
+                .enumerate()
+                .filter(|(_, (_, o))| o.cpuset.contains(&p))
+                .min_by_key(|(_, (_, o))| (o.cpuset.len(), o.subtype.is_some(), o.os_index));
+            match best {
+                Some((i, _)) => {
+                    cpus[i].insert(p);
+                }
+                None => homeless.push(p),
+            }
+        }
+        if !homeless.is_empty() {
+            notes.push(format!(
+                "CPUs {} are allowed but their NUMA node is not (or absent): left out, the model has no local memory for them",
+                list(&homeless)
+            ));
+        }
+        cpus
+    }
+
+    /// Each node's memory, bytes.
+    fn memory(&mut self) -> Vec<u64> {
+        let (s, d, single, numa, notes) =
+            (self.s, self.d, self.single, &self.numa, &mut self.notes);
+        if single {
+            vec![s.machine_mem.unwrap_or_else(|| {
+                notes.push(format!(
+                    "no memory size in the file: {} bytes assumed",
+                    d.mem_bytes_when_missing
+                ));
+                d.mem_bytes_when_missing
+            })]
+        } else {
+            let missing: Vec<u32> = numa
+                .iter()
+                .filter(|(_, o)| o.mem_bytes.is_none())
+                .map(|(_, o)| o.os_index)
+                .collect();
+            if !missing.is_empty() {
+                notes.push(format!(
+                    "NUMA nodes {} have no local_memory: {} bytes assumed",
+                    list(&missing),
+                    d.mem_bytes_when_missing
+                ));
+            }
+            numa.iter()
+                .map(|(_, o)| o.mem_bytes.unwrap_or(d.mem_bytes_when_missing))
+                .collect()
+        }
+    }
+
+    /// The private cache of a core and each node's LLC (None: no shared cache above the
+    /// private one).
+    fn caches(
+        &mut self,
+        cpus: &[BTreeSet<u32>],
+        kept_pus: &BTreeSet<u32>,
+    ) -> (CacheGeom, Vec<Option<CacheGeom>>) {
+        let (s, d, single, n, numa, notes) = (
+            self.s,
+            self.d,
+            self.single,
+            self.n,
+            &self.numa,
+            &mut self.notes,
+        );
+        let ways_of = |c: &ParsedCache, bytes: u64| -> u32 {
+            match c.associativity {
+                a if a < 0 => (bytes / 64).max(1) as u32,
+                0 => d.cache_ways_when_unknown,
+                a => a as u32,
+            }
+        };
+        let core_of = |p: u32| s.cores.iter().find(|c| c.contains(&p));
+        let first = *kept_pus.iter().next().expect("some CPU is kept");
+        let private = s
+            .caches
+            .iter()
+            .filter(|c| c.level >= 2 && c.bytes > 0 && c.cpuset.contains(&first))
+            .filter(|c| match core_of(first) {
+                Some(core) => c.cpuset.is_subset(core),
+                None => c.cpuset.len() == 1,
+            })
+            .max_by_key(|c| c.level);
+        // No cache private to one core: a shared L2 under a higher level (Bulldozer modules,
+        // Atom clusters) is still the closest filter a core has, so it is modelled per core.
+        let private = private.or_else(|| {
+            let top = s
+                .caches
+                .iter()
+                .filter(|c| c.cpuset.contains(&first))
+                .map(|c| c.level)
+                .max()?;
+            let l2 = s
+                .caches
+                .iter()
+                .find(|c| c.level == 2 && c.bytes > 0 && c.cpuset.contains(&first) && top > 2)?;
+            notes.push(
+                "the L2 is shared by several cores: modelled as each core's private cache"
+                    .to_string(),
+            );
+            Some(l2)
+        });
+        let (private_cache, private_level) = match private {
+            Some(c) => (
+                CacheGeom {
+                    bytes: c.bytes,
+                    ways: ways_of(c, c.bytes),
+                },
+                c.level,
+            ),
+            None => {
+                notes.push(
+                    "no per-core L2 cache in the topology: the default private cache is assumed"
+                        .to_string(),
+                );
+                (d.private_cache.clone(), 1)
+            }
+        };
+        let mut llcs: Vec<Option<CacheGeom>> = Vec::with_capacity(n);
+        for (i, node_cpus) in cpus.iter().enumerate() {
+            if node_cpus.is_empty() {
+                llcs.push(None);
+                continue;
+            }
+            // The node's full locality (disallowed CPUs included) sets its share of a shared LLC.
+            let locality: BTreeSet<u32> = if single {
+                s.pus.clone()
+            } else {
+                numa[i].1.cpuset.clone()
+            };
+            let candidates: Vec<&ParsedCache> = s
+                .caches
+                .iter()
+                .filter(|c| {
+                    c.level > private_level && c.bytes > 0 && !c.cpuset.is_disjoint(node_cpus)
+                })
+                .collect();
+            let Some(level) = candidates.iter().map(|c| c.level).max() else {
+                llcs.push(None);
+                continue;
+            };
+            let mut bytes = 0u64;
+            let mut ways = 0;
+            for c in candidates.iter().filter(|c| c.level == level) {
+                let share = c.cpuset.intersection(&locality).count().max(1) as f64
+                    / c.cpuset.len().max(1) as f64;
+                bytes += (c.bytes as f64 * share.min(1.0)) as u64;
+                ways = ways_of(c, c.bytes);
+            }
+            bytes -= bytes % 64;
+            let ways = ways.min((bytes / 64).max(1) as u32);
+            llcs.push(Some(CacheGeom { bytes, ways }));
+        }
+        if llcs
+            .iter()
+            .zip(cpus)
+            .any(|(l, c)| l.is_none() && !c.is_empty())
+        {
+            notes.push(
+                "some CPU nodes have no shared cache above the private one: llc = none".to_string(),
+            );
+        }
+
+        (private_cache, llcs)
+    }
+
+    /// The distance matrix over the kept nodes: (whether the source gave one, the matrix; a
+    /// full mesh at 10 / `remote_distance_when_missing` where it did not).
+    fn distances(&mut self, origin: &str) -> Result<(bool, Vec<Vec<u32>>), MachineError> {
+        let (s, d, single, n, numa, notes) = (
+            self.s,
+            self.d,
+            self.single,
+            self.n,
+            &self.numa,
+            &mut self.notes,
+        );
+        let kept: Vec<usize> = numa.iter().map(|(i, _)| *i).collect();
+        let matrix = if single {
+            None
+        } else {
+            kept_distances(s, &kept, origin, notes)?
+        };
+        let distances = match &matrix {
+            Some(m) => m.clone(),
+            None if n == 1 => vec![vec![10]],
+            None => {
+                notes.push(format!(
+                    "no distance matrix: a full mesh is assumed, distances 10 / {}",
+                    d.remote_distance_when_missing
+                ));
+                (0..n)
+                    .map(|i| {
+                        (0..n)
+                            .map(|j| {
+                                if i == j {
+                                    10
+                                } else {
+                                    d.remote_distance_when_missing
+                                }
+                            })
+                            .collect()
+                    })
+                    .collect()
+            }
+        };
+        for (i, row) in distances.iter().enumerate() {
+            if let Some((j, &dj)) = row
+                .iter()
+                .enumerate()
+                .filter(|&(j, _)| j != i)
+                .min_by_key(|&(_, &v)| v)
+            {
+                if dj < row[i] {
+                    notes.push(format!(
+                        "OS node {}'s local distance ({}) is larger than its distance to OS node {} ({}), \
+                         as the file gives it: kept as reported (hwloc keeps it too); fallback still \
+                         starts at the local node",
+                        numa[i].1.os_index, row[i], numa[j].1.os_index, dj
+                    ));
+                }
+            }
+        }
+
+        Ok((matrix.is_some(), distances))
+    }
+
+    /// Links from CPU-less nodes to the CPU node(s) nearest to them.
+    fn memory_node_links(
+        &mut self,
+        cpus: &[BTreeSet<u32>],
+        distances: &[Vec<u32>],
+        have_matrix: bool,
+        cpu_nodes: &[usize],
+        mem_nodes: &[usize],
+    ) -> Vec<(usize, usize)> {
+        let (numa, notes) = (&self.numa, &mut self.notes);
+        // CPU-less nodes hang off the CPU node(s) nearest to them: by distance, else by locality,
+        // else every CPU node.
+        let mut pairs = Vec::new();
+        for &m in mem_nodes {
+            let near: Vec<usize> = if have_matrix {
+                let best = cpu_nodes
+                    .iter()
+                    .map(|&c| distances[c][m])
+                    .min()
+                    .unwrap_or(0);
+                cpu_nodes
+                    .iter()
+                    .copied()
+                    .filter(|&c| distances[c][m] == best)
+                    .collect()
+            } else {
+                let loc = &numa[m].1.cpuset;
+                let v: Vec<usize> = cpu_nodes
+                    .iter()
+                    .copied()
+                    .filter(|&c| !cpus[c].is_disjoint(loc))
+                    .collect();
+                if v.is_empty() {
+                    cpu_nodes.to_vec()
+                } else {
+                    v
+                }
+            };
+            pairs.extend(near.into_iter().map(|c| (c.min(m), c.max(m))));
+        }
+        if !mem_nodes.is_empty() {
+            notes.push(format!(
+                "CPU-less memory nodes {} are linked to their nearest CPU nodes",
+                list(
+                    &mem_nodes
+                        .iter()
+                        .map(|&m| numa[m].1.os_index)
+                        .collect::<Vec<_>>()
+                )
+            ));
+        }
+
+        pairs
+    }
+
+    /// Each node's idle latency and controller peak, and the links' figures: memory
+    /// attributes where they give them, else the defaults (`derived_hop_ns` for links of the
+    /// derived model).
+    fn node_and_link_figures(
+        &mut self,
+        cpus: &[BTreeSet<u32>],
+        pairs: &[(usize, usize)],
+        derived_hop_ns: &HashMap<(usize, usize), f64>,
+        cpu_nodes: &[usize],
+        mem_nodes: &[usize],
+    ) -> (Vec<f64>, Vec<f64>, Vec<Link>) {
+        let (s, d, single, n, numa, notes) = (
+            self.s,
+            self.d,
+            self.single,
+            self.n,
+            &self.numa,
+            &mut self.notes,
+        );
+        let dense_of: HashMap<usize, usize> = if single {
+            HashMap::new()
+        } else {
+            numa.iter()
+                .enumerate()
+                .map(|(dense, (k, _))| (*k, dense))
+                .collect()
+        };
+        let (lat_name, mut lat) = pair_values(s.latency.as_ref(), &dense_of, cpus);
+        let (bw_name, mut bw_mibps) = pair_values(s.bandwidth.as_ref(), &dense_of, cpus);
+        let gbps = |mibps: f64| mibps * 1_048_576.0 / 1e9;
+        // A value no memory has is a firmware table's mistake (an HMAT in the wrong unit, a
+        // placeholder, hwloc's own test file with 20 MiB/s): reported and left out, so the
+        // defaults apply, rather than simulated literally. Latency: ≈ 60 ns (local DDR) to a few
+        // µs (CXL behind a switch); bandwidth: ≈ 1 GB/s (one old DDR channel, persistent-memory
+        // writes) to 2 TB/s (HBM3).
+        let os_of = |k: usize| numa[k].1.os_index;
+        let mut drop_implausible =
+            |vals: &mut HashMap<(usize, usize), f64>,
+             what: &str,
+             shown: &dyn Fn(f64) -> f64,
+             (lo, hi, unit): (f64, f64, &str)| {
+                let mut bad: Vec<((usize, usize), f64)> = vals
+                    .iter()
+                    .filter(|(_, &v)| !(lo..=hi).contains(&shown(v)))
+                    .map(|(&k, &v)| (k, v))
+                    .collect();
+                bad.sort_by_key(|(k, _)| *k);
+                if let Some(&((i, t), v)) = bad.first() {
+                    notes.push(format!(
+                    "memory attribute {what}: {} value(s) not plausible for memory (expected {lo}-{hi} {unit}), e.g. {} {unit} from node {} to node {}: left out, defaults used",
+                    bad.len(),
+                    (shown(v) * 1000.0).round() / 1000.0,
+                    os_of(i),
+                    os_of(t)
+                ));
+                }
+                for (k, _) in bad {
+                    vals.remove(&k);
+                }
+            };
+        drop_implausible(&mut lat, "latency", &|v| v, (20.0, 5000.0, "ns"));
+        drop_implausible(&mut bw_mibps, "bandwidth", &gbps, (1.0, 2000.0, "GB/s"));
+        if let Some(name) = &lat_name {
+            notes.push(format!("latencies from the '{name}' memory attribute"));
+        }
+        if let Some(name) = &bw_name {
+            notes.push(format!(
+                "bandwidths from the '{name}' memory attribute (MiB/s)"
+            ));
+        }
+        let mut idle = vec![d.idle_local_ns; n];
+        let mut peak = vec![d.ctrl_peak_gbps; n];
+        for &c in cpu_nodes {
+            if let Some(&v) = lat.get(&(c, c)) {
+                idle[c] = v;
+            }
+            if let Some(&v) = bw_mibps.get(&(c, c)) {
+                peak[c] = gbps(v);
+            }
+        }
+        for &m in mem_nodes {
+            peak[m] = bw_mibps
+                .iter()
+                .filter(|((_, t), _)| *t == m)
+                .map(|(_, &v)| gbps(v))
+                .fold(None, |acc: Option<f64>, v| {
+                    Some(acc.map_or(v, |a| a.max(v)))
+                })
+                .unwrap_or(d.memory_only_ctrl_peak_gbps);
+            // The device behaves as DRAM behind a link: its local latency is its nearest CPU
+            // node's, and the link's hop carries the extra latency the attributes show.
+            idle[m] = pairs
+                .iter()
+                .filter_map(|&(a, b)| {
+                    if b == m {
+                        Some(a)
+                    } else if a == m {
+                        Some(b)
+                    } else {
+                        None
+                    }
+                })
+                .map(|c| idle[c])
+                .fold(f64::INFINITY, f64::min);
+            if !idle[m].is_finite() {
+                idle[m] = d.idle_local_ns;
+            }
+        }
+        // What the attributes give per link: (hop ns, GB/s per direction), None where they give
+        // nothing for either direction.
+        let attributed: Vec<(Option<f64>, Option<f64>)> = pairs
+            .iter()
+            .map(|&(a, b)| {
+                let hops: Vec<f64> = [(a, b), (b, a)]
+                    .iter()
+                    .filter_map(|&(x, y)| lat.get(&(x, y)).map(|&l| (l - idle[y]).max(0.0)))
+                    .collect();
+                let hop = (!hops.is_empty()).then(|| hops.iter().sum::<f64>() / hops.len() as f64);
+                let gbps_per_dir = [(a, b), (b, a)]
+                    .iter()
+                    .filter_map(|k| bw_mibps.get(k).map(|&v| gbps(v)))
+                    .fold(None, |acc: Option<f64>, v| {
+                        Some(acc.map_or(v, |x| x.min(v)))
+                    });
+                (hop, gbps_per_dir)
+            })
+            .collect();
+        // The CPU-less end of a link, if it has one.
+        let memory_end = |(a, b): (usize, usize)| {
+            if cpus[a].is_empty() {
+                Some(a)
+            } else if cpus[b].is_empty() {
+                Some(b)
+            } else {
+                None
+            }
+        };
+        // ACPI HMAT (the kernel's accessN classes, and hwloc's attributes taken from them) gives a
+        // memory node's figures only for its best initiators; the other CPU nodes linked to a
+        // CPU-less node are no faster, so their links take the slowest attributed link to that node
+        // rather than the default, which would make them faster than the best.
+        let slowest_to = |m: usize| -> (Option<f64>, Option<f64>) {
+            let mut hop: Option<f64> = None;
+            let mut bw: Option<f64> = None;
+            for (&p, &(h, g)) in pairs.iter().zip(&attributed) {
+                if memory_end(p) == Some(m) {
+                    hop = h.map_or(hop, |h| Some(hop.map_or(h, |x| x.max(h))));
+                    bw = g.map_or(bw, |g| Some(bw.map_or(g, |x| x.min(g))));
+                }
+            }
+            (hop, bw)
+        };
+        let mut filled: BTreeSet<u32> = BTreeSet::new();
+        let links: Vec<Link> = pairs
+            .iter()
+            .zip(&attributed)
+            .map(|(&(a, b), &(hop, bw))| {
+                let memory = memory_end((a, b));
+                let (fill_hop, fill_bw) = memory.map_or((None, None), slowest_to);
+                if let Some(m) = memory {
+                    if (hop.is_none() && fill_hop.is_some()) || (bw.is_none() && fill_bw.is_some())
+                    {
+                        filled.insert(numa[m].1.os_index);
+                    }
+                }
+                let hop_ns = hop.or(fill_hop).unwrap_or(if memory.is_some() {
+                    d.memory_only_hop_ns
+                } else {
+                    derived_hop_ns.get(&(a, b)).copied().unwrap_or(d.hop_ns)
+                });
+                let gbps_per_dir = bw.or(fill_bw).unwrap_or(if memory.is_some() {
+                    d.memory_only_link_gbps_per_dir
+                } else {
+                    d.link_gbps_per_dir
+                });
+                Link {
+                    a: NodeId(a as u16),
+                    b: NodeId(b as u16),
+                    gbps_per_dir,
+                    hop_ns,
+                    next_hop_ns: None,
+                }
+            })
+            .collect();
+        if !filled.is_empty() {
+            notes.push(format!(
+                "links to CPU-less nodes {} from CPU nodes the memory attributes do not name take the \
+                 slowest named link to that node (the attributes give only the best initiators)",
+                list(&filled.iter().copied().collect::<Vec<_>>())
+            ));
+        }
+
+        (idle, peak, links)
+    }
+
+    /// The machine, its description listing the notes.
+    fn assemble(&mut self, a: Assembly) -> Machine {
+        let (s, d, single, n, numa, notes) = (
+            self.s,
+            self.d,
+            self.single,
+            self.n,
+            &self.numa,
+            &mut self.notes,
+        );
+        let Assembly {
+            id,
+            cpus,
+            mem,
+            kept_pus,
+            smt,
+            siblings,
+            cores,
+            private_cache,
+            llcs,
+            distances,
+            idle,
+            peak,
+            links,
+        } = a;
+        let identity = single
+            || numa
+                .iter()
+                .enumerate()
+                .all(|(i, (_, o))| o.os_index as usize == i);
+        let nodes_hw: Vec<NodeHw> = (0..n)
+            .map(|i| NodeHw {
+                llc: llcs[i].clone(),
+                ctrl_peak_gbps: peak[i],
+                idle_local_ns: idle[i],
+                curve: d.curve_shape.scaled(idle[i]),
+                os_index: if single {
+                    None
+                } else {
+                    Some(numa[i].1.os_index)
+                },
+            })
+            .collect();
+        let topology = Topology {
+            nodes: (0..n)
+                .map(|i| NodeInfo {
+                    id: NodeId(i as u16),
+                    cpus: cpus[i].iter().map(|&p| CpuId(p)).collect(),
+                    mem_bytes: mem[i],
+                })
+                .collect(),
+            distances,
+            smt,
+        };
+        if !identity {
+            let map: Vec<String> = numa
+                .iter()
+                .enumerate()
+                .map(|(i, (_, o))| format!("{i}={}", o.os_index))
+                .collect();
+            notes.push(format!(
+                "nodes renumbered densely (id=OS index): {}",
+                map.join(", ")
+            ));
+        }
+        let packages = s
+            .packages
+            .iter()
+            .filter(|p| !p.is_disjoint(kept_pus))
+            .count();
+        let description = format!(
+            "{}imported from {}: {} NUMA node{}, {} package{}, {} cores, {} CPUs. Notes: {}",
+            s.cpu_model
+                .as_ref()
+                .map(|m| format!("{m}, "))
+                .unwrap_or_default(),
+            s.imported_from,
+            n,
+            if n == 1 { "" } else { "s" },
+            packages,
+            if packages == 1 { "" } else { "s" },
+            cores,
+            kept_pus.len(),
+            if notes.is_empty() {
+                "none".to_string()
+            } else {
+                notes.join("; ")
+            }
+        );
+        Machine {
+            id: id.to_string(),
+            description,
+            source: s.source.clone(),
+            topology,
+            core: CoreParams {
+                ghz: d.ghz,
+                siblings,
+                concurrency_lines: d.concurrency_lines,
+                rob_entries: d.rob_entries,
+                store_buffer_entries: d.store_buffer_entries,
+                private_cache,
+                private_hit_ns: d.private_hit_ns,
+                llc_hit_ns: d.llc_hit_ns,
+                tlb: d.tlb.clone(),
+            },
+            nodes: nodes_hw,
+            links,
+            link_shape: d.link_shape.clone(),
+            link_coherence_overhead: d.link_coherence_overhead,
+            memory_directory: d.memory_directory,
+            os: d.os.clone(),
+        }
+    }
+}
+
+/// SMT (PUs per core over the cores that keep a PU), how siblings are numbered, and the
+/// number of cores that keep a PU.
+fn smt_of(cores: &[BTreeSet<u32>], kept_pus: &BTreeSet<u32>) -> (u32, SiblingNumbering, usize) {
+    // SMT: PUs per core over the cores that keep a PU.
+    let core_sizes: Vec<usize> = cores
+        .iter()
+        .map(|c| c.intersection(kept_pus).count())
+        .filter(|&k| k > 0)
+        .collect();
+    let smt = if core_sizes.is_empty() {
+        1
+    } else {
+        ((core_sizes.iter().sum::<usize>() as f64 / core_sizes.len() as f64).round() as u32).max(1)
+    };
+    let siblings = sibling_numbering(cores, kept_pus);
+
+    (smt, siblings, core_sizes.len())
 }
 
 /// The links between CPU nodes and how they were found.
