@@ -379,6 +379,23 @@ fn cluster_on_die_keeps_the_matrix_latency_order() {
 }
 
 #[test]
+fn sub_numa_clustering_keeps_the_matrix_latency_order() {
+    // SNC: 10 within a node, 11 to the package's other cluster, 21 across packages.
+    let xml = std::fs::read_to_string(path("fixtures/4n-cod-2p.xml"))
+        .unwrap()
+        .replace(
+            "10 21 31 31 21 10 31 31 31 31 10 21 31 31 21 10 ",
+            "10 11 21 21 11 10 21 21 21 21 10 11 21 21 11 10 ",
+        );
+    let m = import_str(&xml, "snc.xml", "snc", &HwlocDefaults::default()).unwrap();
+    let d = HwlocDefaults::default();
+    assert!(m.description.contains("links derived from the distance matrix"));
+    assert_eq!(idle(&m, 0, 1), d.idle_local_ns + d.hop_ns);
+    assert_eq!(idle(&m, 0, 2), d.idle_local_ns + d.hop_ns * 21.0 / 11.0);
+    assert!(idle(&m, 3, 2) < idle(&m, 3, 0));
+}
+
+#[test]
 fn asymmetric_matrices_link_by_the_mean_of_both_directions() {
     let xml = std::fs::read_to_string(path("fixtures/4n-cod-2p.xml"))
         .unwrap()
