@@ -1079,7 +1079,7 @@ fn pair_values(
 // The import
 // ---------------------------------------------------------------------------------------------
 
-/// Import XML text without refusing underivable links.
+/// Import XML text without validating the machine (see [`Imported`]).
 pub fn import_str_detailed(
     xml: &str,
     origin: &str,
@@ -1096,7 +1096,7 @@ pub fn import_str_detailed(
 ///
 /// The steps, in order (each adds its notes to the description): the allowed PUs and nodes,
 /// each PU's node, memory, SMT, caches, the distance matrix, links between CPU nodes
-/// ([`cpu_node_links`]) and to CPU-less nodes, the figures of nodes and links (memory
+/// (`cpu_node_links`) and to CPU-less nodes, the figures of nodes and links (memory
 /// attributes, else defaults), and the machine.
 pub fn import_parsed_detailed(
     s: &ParsedTopology,
