@@ -148,7 +148,8 @@ fn default_threads(machine: &Machine, workload: &str) -> usize {
     }
 }
 
-/// Apply `overrides` (one configuration) to `base` and check the result.
+/// Apply `overrides` (one configuration) to `base` and check the result. A `workload=mix:...`
+/// setting is the last of its configuration: it runs to the end, its programs joined by `+`.
 pub fn resolve(base: &Defaults, overrides: &str) -> Result<RunSpec> {
     let mut machine = base.machine.clone();
     let mut workload = base.workload.clone();
@@ -159,11 +160,19 @@ pub fn resolve(base: &Defaults, overrides: &str) -> Result<RunSpec> {
     let mut hugetlb = base.hugetlb.clone();
     let mut policies: Vec<String> = Vec::new();
     let mut numa_balancing = None;
-    for setting in overrides
-        .split('+')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-    {
+    // a `workload=` setting runs to the end of the configuration, so that a mix's programs
+    // (`mix:a*2+b*2`) keep their own `+`
+    let (settings, mix_workload) = match overrides.find("workload=mix:") {
+        Some(at) if at == 0 || overrides[..at].ends_with('+') => (
+            overrides[..at].trim_end_matches('+'),
+            Some(overrides[at + "workload=".len()..].trim()),
+        ),
+        _ => (overrides, None),
+    };
+    if let Some(w) = mix_workload {
+        workload = w.to_string();
+    }
+    for setting in settings.split('+').map(str::trim).filter(|s| !s.is_empty()) {
         let expanded = SHORTHANDS
             .iter()
             .find(|(k, _)| *k == setting)
@@ -306,5 +315,27 @@ mod tests {
         assert_eq!(resolve(&d, "").unwrap().hugetlb, None);
         let e = format!("{:#}", resolve(&d, "hugetlb=huge").err().unwrap());
         assert!(e.contains("--hugetlb") && e.contains("hugetlb=huge"), "{e}");
+    }
+
+    #[test]
+    fn a_mix_workload_keeps_its_plus_signs() {
+        let d = Defaults {
+            machine: "xeon-x5650-2n".into(),
+            workload: "stream:n=1000".into(),
+            threads: None,
+            pin: "none".into(),
+            mempolicy: "default".into(),
+            thp: "never".into(),
+            hugetlb: "none".into(),
+        };
+        let mix = "mix:stream(cpus=0)+stream(cpus=12;mempolicy=bind:0)";
+        let r = resolve(&d, &format!("thp=always+workload={mix}")).unwrap();
+        assert_eq!(r.workload, mix);
+        assert_eq!(r.threads, 2);
+        assert_eq!(r.thp, ThpMode::Always);
+        assert_eq!(
+            resolve(&d, &format!("workload={mix}")).unwrap().workload,
+            mix
+        );
     }
 }

@@ -84,6 +84,11 @@ pub struct Case {
     /// The repeated part the shrink cut short and how often the published run does it: the
     /// scored figures weigh that part back (full_run.rs).
     pub full_run: Option<crate::full_run::FullRun>,
+    /// For a multiprogrammed run: per task (the workload's task order), the weight of its
+    /// time in the total CPU time the source compares, i.e. the length of that program's
+    /// published run. The compared total is `Σ w · t_task / t_task(base)`: each shrunk
+    /// program counts as much as its full run does (see `lib.rs`, `weighted_cpu_time`).
+    pub cpu_time_weights: Option<Vec<f64>>,
 }
 
 fn default_pin() -> String {
@@ -173,6 +178,20 @@ impl Case {
                 Metric::StreamGibpsPerInstance | Metric::StreamGibpsTotal
             ) {
                 bail!("case {id}: full_run does not apply to {}", metric.name());
+            }
+        }
+        if let Some(w) = &self.cpu_time_weights {
+            if !metric.is_comparative() {
+                bail!(
+                    "case {id}: cpu_time_weights weigh a time comparison, not {}",
+                    metric.name()
+                );
+            }
+            if self.region.is_some() || self.full_run.is_some() {
+                bail!("case {id}: cpu_time_weights weigh whole tasks: no region or full_run");
+            }
+            if w.is_empty() || w.iter().any(|x| !(x.is_finite() && *x > 0.0)) {
+                bail!("case {id}: cpu_time_weights must be positive numbers, one per task");
             }
         }
         for v in [self.published, self.published_base].into_iter().flatten() {

@@ -306,6 +306,12 @@ fn measure(c: &SourcedCase, runs: &CaseRuns, results: &[Vec<Result<SimResult, St
         .case
         .metric
         .expect("checked: simulated cases have a metric");
+    if let (Some(w), Some(base)) = (&c.case.cpu_time_weights, &base) {
+        return match weighted_cpu_time(w, base, &measured) {
+            Ok(m) => score::score(c, m),
+            Err(e) => score::failed(c, e),
+        };
+    }
     let region = c.case.region.as_deref();
     // with `full_run`, every figure comes from the runs weighted to the published length
     let weigh = |rs: &[&SimResult]| -> Result<Option<Vec<full_run::Weighted>>, String> {
@@ -373,6 +379,75 @@ fn measure(c: &SourcedCase, runs: &CaseRuns, results: &[Vec<Result<SimResult, St
             spread: range_of(&each),
         },
     )
+}
+
+/// Each task's time in a run (its last thread's finish), in task order.
+fn task_times(r: &SimResult) -> Vec<f64> {
+    let tasks = r
+        .per_thread
+        .iter()
+        .map(|t| t.task as usize + 1)
+        .max()
+        .unwrap_or(0);
+    let mut t = vec![0.0f64; tasks];
+    for th in &r.per_thread {
+        let slot = &mut t[th.task as usize];
+        *slot = slot.max(th.time_ns);
+    }
+    t
+}
+
+/// A multiprogrammed comparison of total CPU time with each program weighted to its full
+/// run: `100 × (Σ w · t_cfg / t_base / Σ w − 1)` over the tasks, from the mean task times
+/// (and per repeat for the spread). The times shown are the plain sums of task times.
+fn weighted_cpu_time(
+    weights: &[f64],
+    base: &[&SimResult],
+    measured: &[&SimResult],
+) -> Result<Measured, String> {
+    let per_task = |rs: &[&SimResult]| -> Result<Vec<Vec<f64>>, String> {
+        rs.iter()
+            .map(|r| {
+                let t = task_times(r);
+                if t.len() == weights.len() {
+                    Ok(t)
+                } else {
+                    Err(format!(
+                        "cpu_time_weights has {} weights but the run has {} tasks",
+                        weights.len(),
+                        t.len()
+                    ))
+                }
+            })
+            .collect()
+    };
+    let (b, m) = (per_task(base)?, per_task(measured)?);
+    let total_w: f64 = weights.iter().sum();
+    let increase = |tb: &[f64], tm: &[f64]| -> Option<f64> {
+        let mut sum = 0.0;
+        for ((w, x), y) in weights.iter().zip(tb).zip(tm) {
+            if !(*x > 0.0 && *y > 0.0) {
+                return None;
+            }
+            sum += w * y / x;
+        }
+        Some(100.0 * (sum / total_w - 1.0))
+    };
+    let mean_tasks = |runs: &[Vec<f64>]| -> Vec<f64> {
+        (0..weights.len())
+            .map(|i| mean(&runs.iter().map(|r| r[i]).collect::<Vec<_>>()))
+            .collect()
+    };
+    let sum_ms =
+        |runs: &[Vec<f64>]| mean(&runs.iter().map(|r| r.iter().sum()).collect::<Vec<f64>>()) / 1e6;
+    let each: Vec<Option<f64>> = b.iter().zip(&m).map(|(x, y)| increase(x, y)).collect();
+    Ok(Measured {
+        value: increase(&mean_tasks(&b), &mean_tasks(&m)),
+        base_value: None,
+        base_ms: Some(sum_ms(&b)),
+        config_ms: Some(sum_ms(&m)),
+        spread: range_of(&each),
+    })
 }
 
 /// Ids of the passing cases, one per line (the file `--expect-passing` reads).

@@ -187,3 +187,88 @@ published = -10
     let e = run(&cases, &none, &|_, _| {}).err().unwrap().to_string();
     assert!(e.contains("--repeats 0"), "{e}");
 }
+
+/// A two-program mix, local or with both programs' memory on the other node.
+fn two_programs(remote: bool) -> String {
+    let pol = |node: u32| {
+        if remote {
+            format!(";mempolicy=bind:{}", 1 - node)
+        } else {
+            String::new()
+        }
+    };
+    format!(
+        "mix:ptrchase(bytes=64M;steps=300000;page=4K;cpus=0{})+gobmk-like(nodes=2000;hash_mb=4;cpus=12{})",
+        pol(0),
+        pol(1)
+    )
+}
+
+#[test]
+fn cpu_time_weights_weigh_each_program_by_its_full_run() {
+    let case = |id: &str, weights: &str| {
+        format!(
+            r#"
+[[case]]
+id = "{id}"
+cite = "test"
+what = "weighted total CPU time"
+machine = "xeon-x5650-2n"
+workload = "{}"
+base = ""
+config = "workload={}"
+metric = "time_increase_percent"
+published = 20
+cpu_time_weights = {weights}
+"#,
+            two_programs(false),
+            two_programs(true)
+        )
+    };
+    let text = format!(
+        "[source]\nid = \"T\"\ncitation = \"a test\"\n{}{}{}",
+        case("T.chase-weighs", "[1.0, 1e-9]"),
+        case("T.gobmk-weighs", "[1e-9, 1.0]"),
+        case("T.wrong-count", "[1.0, 1.0, 1.0]")
+    );
+    let cases = case::parse("t.toml", &text).unwrap();
+    let card = run(&cases, &Options::default(), &|_, _| {}).unwrap();
+    let value = |id: &str| card.rows.iter().find(|r| r.id == id).unwrap().simulated;
+    // the chase task's own remote factor (its first touch included), and gobmk's (its searches
+    // cache-resident: only its first touch of the tables pays)
+    let chase = value("T.chase-weighs").unwrap();
+    let gobmk = value("T.gobmk-weighs").unwrap();
+    assert!(chase > 10.0 && chase < 60.0, "{chase}");
+    assert!(
+        gobmk.abs() < 15.0 && chase > gobmk + 10.0,
+        "{chase} {gobmk}"
+    );
+    let wrong = card.rows.iter().find(|r| r.id == "T.wrong-count").unwrap();
+    assert_eq!(wrong.status, Status::Error);
+    assert!(
+        wrong
+            .note
+            .as_deref()
+            .unwrap_or("")
+            .contains("3 weights but the run has 2 tasks"),
+        "{:?}",
+        wrong.note
+    );
+    // all three share the same two runs
+    assert_eq!(card.runs.len(), 2);
+}
+
+#[test]
+fn cpu_time_weights_are_checked_with_the_case() {
+    let bad = |extra: &str| {
+        let text = format!(
+            "[source]\nid = \"T\"\ncitation = \"a test\"\n[[case]]\nid = \"T.x\"\ncite = \"c\"\nwhat = \"w\"\nmachine = \"xeon-x5650-2n\"\nworkload = \"stream\"\nbase = \"\"\n{extra}\n"
+        );
+        format!("{:#}", case::parse("t.toml", &text).unwrap_err())
+    };
+    let e =
+        bad("metric = \"time_increase_percent\"\npublished = 1\ncpu_time_weights = [1.0, -2.0]");
+    assert!(e.contains("positive numbers"), "{e}");
+    let e = bad("metric = \"lar_percent\"\npublished = 1\ncpu_time_weights = [1.0]");
+    assert!(e.contains("weigh a time comparison"), "{e}");
+}

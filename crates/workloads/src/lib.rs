@@ -21,17 +21,22 @@
 //! | `metis-wc`, `metis-wr`, `metis-wrmem` | Metis MapReduce: map into per-thread tables, column reduce, merge (§4.4) | T |
 //! | `ssca2` | SSCA2 v2.2: R-MAT graph, CSR build, betweenness-centrality BFS (§4.3) | T |
 //! | `jbb` | SPECjbb-like: warehouses, TLABs from a shared eden, parallel young GC (§4.6) | T |
-//! | `lbm-like`, `gems-like`, `mcf-like`, `omnetpp-like`, `libquantum-like`, `gcc-like` | SPEC CPU-like single-thread kernels (§5) | one copy (task) per thread |
+//! | `lbm-like`, `gems-like`, `mcf-like`, `omnetpp-like`, `libquantum-like`, `gcc-like`, `perlbench-like`, `bzip2-like`, `gobmk-like`, `hmmer-like`, `h264ref-like`, `astar-like` | SPEC CPU-like single-thread kernels (§5) | one copy (task) per thread |
 //! | `mix` | multiprogrammed mix of any workloads, each with its copies, threads, task policy and CPUs: `mix:lbm-like*4+mcf-like(mempolicy=bind:1)*4` | one task per copy |
 //!
 //! Workloads are built from spec strings, `name` or `name:key=value,...`, by [`by_spec`];
 //! [`list`] describes every name with its keys and defaults.
 
+pub mod astar;
+pub mod bzip2;
 pub mod emit;
 pub mod gcc;
 pub mod gems;
+pub mod gobmk;
 pub mod grid;
 pub mod gups;
+pub mod h264ref;
+pub mod hmmer;
 pub mod inspect;
 pub mod jbb;
 pub mod kernel;
@@ -50,6 +55,7 @@ pub mod npb_lu;
 pub mod npb_sp;
 pub mod npb_ua;
 pub mod omnetpp;
+pub mod perlbench;
 pub mod ptrchase;
 pub mod randrw;
 pub mod script;
@@ -228,6 +234,42 @@ const REGISTRY: &[Entry] = &[
         keys: gcc::KEYS,
         description: gcc::DESCRIPTION,
         ctor: |p, t| Ok(Box::new(gcc::Gcc::workload(p, t)?)),
+    },
+    Entry {
+        name: perlbench::NAME,
+        keys: perlbench::KEYS,
+        description: perlbench::DESCRIPTION,
+        ctor: |p, t| Ok(Box::new(perlbench::Perlbench::workload(p, t)?)),
+    },
+    Entry {
+        name: bzip2::NAME,
+        keys: bzip2::KEYS,
+        description: bzip2::DESCRIPTION,
+        ctor: |p, t| Ok(Box::new(bzip2::Bzip2::workload(p, t)?)),
+    },
+    Entry {
+        name: gobmk::NAME,
+        keys: gobmk::KEYS,
+        description: gobmk::DESCRIPTION,
+        ctor: |p, t| Ok(Box::new(gobmk::Gobmk::workload(p, t)?)),
+    },
+    Entry {
+        name: hmmer::NAME,
+        keys: hmmer::KEYS,
+        description: hmmer::DESCRIPTION,
+        ctor: |p, t| Ok(Box::new(hmmer::Hmmer::workload(p, t)?)),
+    },
+    Entry {
+        name: h264ref::NAME,
+        keys: h264ref::KEYS,
+        description: h264ref::DESCRIPTION,
+        ctor: |p, t| Ok(Box::new(h264ref::H264ref::workload(p, t)?)),
+    },
+    Entry {
+        name: astar::NAME,
+        keys: astar::KEYS,
+        description: astar::DESCRIPTION,
+        ctor: |p, t| Ok(Box::new(astar::Astar::workload(p, t)?)),
     },
 ];
 

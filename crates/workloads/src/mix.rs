@@ -45,6 +45,12 @@ pub const SINGLE_THREADED: &[&str] = &[
     crate::omnetpp::NAME,
     crate::libquantum::NAME,
     crate::gcc::NAME,
+    crate::perlbench::NAME,
+    crate::bzip2::NAME,
+    crate::gobmk::NAME,
+    crate::hmmer::NAME,
+    crate::h264ref::NAME,
+    crate::astar::NAME,
 ];
 
 /// Most threads a mix may hold.

@@ -405,6 +405,141 @@ fn omnetpp_events_touch_heap_messages_and_modules() {
     assert!(s.dependent_reads * 3 > reads, "pointer chasing dominates");
 }
 
+// --- the other SPEC CPU2006 INT programs of M13's mix (§5) ------------------------------------
+
+#[test]
+fn perlbench_statements_chase_ops_and_mostly_hot_heap_data() {
+    use numalab_workloads::perlbench::*;
+    let n = 20_000;
+    let (_, space, sums) = run_all(&format!("perlbench-like:statements={n},heap_mb=64"), 1);
+    let s = &sums[0].1;
+    assert_eq!(space.by_name("perl.heap").unwrap().bytes, 64 << 20);
+    assert!(s.compute_instructions >= n * INSTRUCTIONS_PER_STATEMENT);
+    // every statement: its ops and the hash chain are dependent loads
+    assert_eq!(s.dependent_reads, n * (OPS_PER_STATEMENT + 3));
+    assert_eq!(
+        s.lines_per_mapping["perl.optree"],
+        n * OPS_PER_STATEMENT + (OPTREE_BYTES / 64)
+    );
+    // the string appends stay in the output ring
+    assert!(s.lines_per_mapping["perl.output"] >= n * STRING_BYTES / 64);
+}
+
+#[test]
+fn bzip2_sorts_inside_the_block_and_streams_input_and_output() {
+    use numalab_workloads::bzip2::*;
+    let (_, space, sums) = run_all("bzip2-like:input_mb=2,block_kb=900,passes=1", 1);
+    let s = &sums[0].1;
+    let input = 2u64 << 20;
+    assert_eq!(
+        space.by_name("bzip2.sort").unwrap().bytes,
+        900_000 * SORT_BYTES_PER_BYTE
+    );
+    // the input read once (plus its load), the output written once
+    assert!(s.lines_per_mapping["bzip2.input"] >= 2 * input / 64);
+    assert!(s.lines_per_mapping["bzip2.output"] >= input / 64);
+    assert_eq!(s.phases, vec![PHASE_INIT, PHASE_COMPRESS, PHASE_DECOMPRESS]);
+    // the inverse BWT follows tt: dependent reads, one per 16 bytes
+    assert_eq!(s.dependent_reads, input / 16);
+    assert!(
+        s.compute_instructions
+            >= input * (INSTRUCTIONS_PER_BYTE_COMPRESS + INSTRUCTIONS_PER_BYTE_DECOMPRESS)
+    );
+}
+
+#[test]
+fn gobmk_nodes_read_patterns_and_probe_the_hash_table() {
+    use numalab_workloads::gobmk::*;
+    let n = 10_000;
+    let (_, _, sums) = run_all(&format!("gobmk-like:nodes={n},hash_mb=8"), 1);
+    let s = &sums[0].1;
+    let hash_lines = (8u64 << 20) / 64;
+    assert_eq!(
+        s.lines_per_mapping["gobmk.patterns"],
+        n * PATTERN_READS + PATTERN_BYTES / 64
+    );
+    let probes = s.lines_per_mapping["gobmk.hash"] - hash_lines;
+    assert!(probes >= n && probes <= 2 * n, "{probes}");
+    assert_eq!(s.compute_cycles, n * CYCLES_PER_NODE);
+}
+
+#[test]
+fn hmmer_fills_one_dp_row_per_residue_from_the_previous_one() {
+    use numalab_workloads::hmmer::*;
+    let (states, seqs) = (200u64, 5u64);
+    let (_, _, sums) = run_all(
+        &format!("hmmer-like:states={states},sequences={seqs},db_mb=1"),
+        1,
+    );
+    let s = &sums[0].1;
+    // one row's compute per residue: between MIN_LEN and MAX_LEN rows per sequence
+    let rows = s.compute_cycles / (states * CYCLES_PER_CELL);
+    assert!((seqs * MIN_LEN..seqs * MAX_LEN).contains(&rows), "{rows}");
+    // each row reads the previous row and writes its own: the matrix's lines ≈ 2 rows' per row
+    let row_lines = ((states + 1) * CELL_BYTES).div_ceil(64);
+    let m = s.lines_per_mapping["hmmer.dpmatrix"];
+    assert!(
+        m >= 2 * rows * row_lines && m <= 2 * (rows + seqs) * (row_lines + 1),
+        "{m}"
+    );
+}
+
+#[test]
+fn h264ref_searches_every_reference_window_per_macroblock() {
+    use numalab_workloads::h264ref::*;
+    let (w, h, frames) = (64u64, 48u64, 7u64);
+    let spec = format!("h264ref-like:width={w},height={h},frames={frames}");
+    let (_, _, sums) = run_all(&spec, 1);
+    let s = &sums[0].1;
+    let k = H264ref::from_params(&params(NAME, KEYS, &spec)).unwrap();
+    let mbs = (w / 16) * (h / 16);
+    // frame f searches min(REFS, max(f, 1)) references per macroblock
+    let searches: u64 = (0..frames).map(|f| REFS.min(f.max(1))).sum::<u64>() * mbs;
+    // compute: the searches, the first frames' interpolation, each finished frame's
+    let lines = |bytes: u64| bytes.div_ceil(64);
+    let expected = searches * CYCLES_PER_MB_REF
+        + lines((REFS + 1) * k.frame_bytes()) * 64
+        + frames * lines(k.frame_bytes()) * 64;
+    assert_eq!(s.compute_cycles, expected);
+    // each search reads the full-pel window's rows and three sub-pel planes' rows
+    let window_rows = 16 + 2 * SEARCH;
+    assert!(
+        s.reads >= searches * (window_rows + 3 * REFINE_ROWS),
+        "{}",
+        s.reads
+    );
+}
+
+#[test]
+fn astar_expands_cells_once_per_search_and_reads_their_neighbour_rows() {
+    use numalab_workloads::astar::*;
+    let (side, queries, region) = (128u64, 10u64, 500u64);
+    let (_, space, sums) = run_all(
+        &format!("astar-like:side={side},queries={queries},region={region}"),
+        1,
+    );
+    let s = &sums[0].1;
+    assert_eq!(
+        space.by_name("astar.waymap").unwrap().bytes,
+        side * side * CELL_BYTES
+    );
+    // compute: the map's initialisation (8 cycles a line), then one unit per expanded cell
+    let expanded = (s.compute_cycles - side * side * CELL_BYTES / 64 * 8) / CYCLES_PER_CELL;
+    assert!(
+        expanded <= queries * region && expanded >= queries,
+        "{expanded}"
+    );
+    // a reached cell is written once per search: never more writes than expansions × 8
+    assert!(s.writes - side * side * CELL_BYTES / 64 <= expanded * 8);
+    // each expansion reads the three records of up to three rows (a line each: 64-byte
+    // records), fewer at the map's edges
+    assert!(
+        s.reads >= expanded * 4 && s.reads <= expanded * 9,
+        "{} for {expanded}",
+        s.reads
+    );
+}
+
 #[test]
 fn libquantum_writes_exactly_the_lines_whose_states_change() {
     use numalab_workloads::libquantum::{Libquantum, KEYS, NAME};
@@ -1355,6 +1490,12 @@ fn new_workload_names_round_trip() {
         ("omnetpp-like:events=10,scale=0.1", 1),
         ("libquantum-like:gates=3", 1),
         ("gcc-like:inputs=1,passes=1,scale=0.1", 1),
+        ("perlbench-like:statements=10,scale=0.01", 1),
+        ("bzip2-like:input_mb=1,passes=1", 1),
+        ("gobmk-like:nodes=10,scale=0.1", 1),
+        ("hmmer-like:sequences=2,db_mb=1", 1),
+        ("h264ref-like:frames=1,width=64,height=64", 1),
+        ("astar-like:queries=2,side=64", 1),
         ("mix:gcc-like(inputs=1)*2+lbm-like*1,scale=0.1", 1),
     ] {
         let w = by_spec(spec, threads).unwrap_or_else(|e| panic!("{spec}: {e}"));
