@@ -389,7 +389,9 @@ fn sub_numa_clustering_keeps_the_matrix_latency_order() {
         );
     let m = import_str(&xml, "snc.xml", "snc", &HwlocDefaults::default()).unwrap();
     let d = HwlocDefaults::default();
-    assert!(m.description.contains("links derived from the distance matrix"));
+    assert!(m
+        .description
+        .contains("links derived from the distance matrix"));
     assert_eq!(idle(&m, 0, 1), d.idle_local_ns + d.hop_ns);
     assert_eq!(idle(&m, 0, 2), d.idle_local_ns + d.hop_ns * 21.0 / 11.0);
     assert!(idle(&m, 3, 2) < idle(&m, 3, 0));
