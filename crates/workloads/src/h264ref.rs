@@ -114,9 +114,16 @@ impl H264Run {
         self.frames + (f % (REFS + 1)) * self.k.frame_bytes()
     }
 
-    /// Read `rows` rows of `cols` pixels at (x, y) of plane `plane` of frame `f` (padded
-    /// coordinates: x, y ≥ 0 within the padded plane).
-    fn rows(&self, out: &mut Vec<Op>, f: u64, plane: u64, x: u64, y: u64, cols: u64, rows: u64) {
+    /// Read a block of `cols` × `rows` pixels at `(x, y)` of plane `plane` of frame `f`
+    /// (padded coordinates: x, y ≥ 0 within the padded plane).
+    fn rows(
+        &self,
+        out: &mut Vec<Op>,
+        f: u64,
+        plane: u64,
+        (x, y): (u64, u64),
+        (cols, rows): (u64, u64),
+    ) {
         let stride = self.k.width + 2 * PAD;
         let base = self.frame_base(f) + plane * self.k.plane_bytes();
         for r in 0..rows {
@@ -157,9 +164,9 @@ impl Unit for H264Run {
         for r in 1..=REFS.min(self.frame.max(1)) {
             let f = self.frame + REFS + 1 - r;
             let (x, y) = (PAD + mx - SEARCH, PAD + my - SEARCH);
-            self.rows(out, f, 0, x, y, window, window);
+            self.rows(out, f, 0, (x, y), (window, window));
             for plane in [1, 5, 10] {
-                self.rows(out, f, plane, PAD + mx, PAD + my, 17, REFINE_ROWS);
+                self.rows(out, f, plane, (PAD + mx, PAD + my), (17, REFINE_ROWS));
             }
             out.push(compute(CYCLES_PER_MB_REF, INSTRUCTIONS_PER_MB_REF));
         }

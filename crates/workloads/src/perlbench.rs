@@ -201,7 +201,7 @@ impl Unit for PerlRun {
             AccessKind::Write,
         );
         self.out_at += STRING_BYTES;
-        if self.done % ALLOC_EVERY == 0 {
+        if self.done.is_multiple_of(ALLOC_EVERY) {
             // a new scalar from the allocator's cursor (freed ones reused in order)
             if self.alloc_at + 64 > self.k.heap_bytes {
                 self.alloc_at = 0;
