@@ -14,7 +14,9 @@
 //! per row step, so the program misses the LLC moderately (§5).
 
 use crate::emit::SplitMix64;
-use crate::kernel::{compute, scale, scale_suffix, Copies, SingleKernel, Unit, UnitProgram};
+use crate::kernel::{
+    byte_runs, compute, scale, scale_suffix, Copies, SingleKernel, Unit, UnitProgram,
+};
 use crate::spec::{Params, WorkloadError};
 use numalab_core::workload::{AccessKind, AddressSpace, MapOptions, Op, ThreadProgram};
 use numalab_core::TaskId;
@@ -161,18 +163,9 @@ impl Unit for AstarRun {
         if !self.init_done {
             // the map read and the waymap cleared: every record written once
             out.push(Op::Phase { id: PHASE_INIT });
-            let lines = (self.k.side * self.k.side * CELL_BYTES).div_ceil(64);
-            let mut done = 0;
-            while done < lines {
-                let n = (lines - done).min(1 << 20);
-                out.push(Op::Run {
-                    base: self.grid + done * 64,
-                    lines: n as u32,
-                    stride_bytes: 64,
-                    kind: AccessKind::Write,
-                });
-                done += n;
-            }
+            let bytes = self.k.side * self.k.side * CELL_BYTES;
+            byte_runs(out, self.grid, bytes, AccessKind::Write);
+            let lines = bytes.div_ceil(64);
             out.push(compute(lines * 8, lines * 8));
             out.push(Op::Phase { id: PHASE_SEARCH });
             self.init_done = true;
@@ -197,13 +190,8 @@ impl Unit for AstarRun {
             let hi = (x + 1).min(side - 1);
             let first = (row * side + lo) as u32;
             let last = (row * side + hi) as u32;
-            let (a, b) = (self.cell_addr(first) / 64, self.cell_addr(last) / 64);
-            out.push(Op::Run {
-                base: a * 64,
-                lines: (b - a + 1) as u32,
-                stride_bytes: 64,
-                kind: AccessKind::Read,
-            });
+            let (a, b) = (self.cell_addr(first), self.cell_addr(last) + CELL_BYTES);
+            byte_runs(out, a, b - a, AccessKind::Read);
             for n in first..=last {
                 if n != c && !self.blocked[n as usize] && self.fill[n as usize] != self.query {
                     self.fill[n as usize] = self.query;

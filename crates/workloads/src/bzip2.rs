@@ -19,7 +19,7 @@
 
 use crate::emit::SplitMix64;
 use crate::kernel::{
-    compute, scale, scale_suffix, scaled, Copies, SingleKernel, Unit, UnitProgram,
+    byte_runs, compute, scale, scale_suffix, scaled, Copies, SingleKernel, Unit, UnitProgram,
 };
 use crate::spec::{Params, WorkloadError};
 use numalab_core::workload::{AccessKind, AddressSpace, MapOptions, Op, ThreadProgram};
@@ -140,18 +140,6 @@ struct Bzip2Run {
     init_done: bool,
 }
 
-fn run(out: &mut Vec<Op>, base: u64, bytes: u64, kind: AccessKind) {
-    let (a, b) = (base / 64, (base + bytes).div_ceil(64));
-    if b > a {
-        out.push(Op::Run {
-            base: a * 64,
-            lines: (b - a) as u32,
-            stride_bytes: 64,
-            kind,
-        });
-    }
-}
-
 impl Bzip2Run {
     /// `n` reads at random positions of the block's working arrays (`span` bytes of them).
     fn random_reads(&mut self, out: &mut Vec<Op>, n: u64, span: u64, kind: AccessKind) {
@@ -167,21 +155,21 @@ impl Bzip2Run {
         let in_block = self.at % self.k.block_bytes;
         let c_at = (self.at as f64 * RATIO) as u64;
         // the block and its working arrays written as the slice is copied in
-        run(out, self.input + self.at, bytes, AccessKind::Read);
-        run(out, self.sort + in_block, bytes, AccessKind::Write);
+        byte_runs(out, self.input + self.at, bytes, AccessKind::Read);
+        byte_runs(out, self.sort + in_block, bytes, AccessKind::Write);
         // the sort: random reads over the block, ptr and quadrant
         let n = (bytes as f64 * SORT_READS_PER_BYTE) as u64;
         let span = self.k.block_bytes * SORT_BYTES_PER_BYTE;
         self.random_reads(out, n, span, AccessKind::Read);
         // MTF: ptr read in order, the block at ptr[i] − 1 at random
-        run(
+        byte_runs(
             out,
             self.sort + self.k.block_bytes + in_block * 4,
             bytes * 4,
             AccessKind::Read,
         );
         self.random_reads(out, bytes / 8, self.k.block_bytes, AccessKind::Read);
-        run(
+        byte_runs(
             out,
             self.compressed + c_at,
             (bytes as f64 * RATIO) as u64,
@@ -195,7 +183,7 @@ impl Bzip2Run {
 
     fn decompress_slice(&mut self, out: &mut Vec<Op>, bytes: u64) {
         let c_at = (self.at as f64 * RATIO) as u64;
-        run(
+        byte_runs(
             out,
             self.compressed + c_at,
             (bytes as f64 * RATIO) as u64,
@@ -215,7 +203,7 @@ impl Bzip2Run {
                 kind: AccessKind::DependentRead,
             });
         }
-        run(out, self.output + self.at, bytes, AccessKind::Write);
+        byte_runs(out, self.output + self.at, bytes, AccessKind::Write);
         out.push(compute(
             bytes * CYCLES_PER_BYTE_DECOMPRESS,
             bytes * INSTRUCTIONS_PER_BYTE_DECOMPRESS,
@@ -228,7 +216,7 @@ impl Unit for Bzip2Run {
         if !self.init_done {
             // the input file read into memory
             out.push(Op::Phase { id: PHASE_INIT });
-            run(out, self.input, self.k.input_bytes, AccessKind::Write);
+            byte_runs(out, self.input, self.k.input_bytes, AccessKind::Write);
             out.push(compute(self.k.input_bytes, self.k.input_bytes));
             out.push(Op::Phase { id: PHASE_COMPRESS });
             self.init_done = true;

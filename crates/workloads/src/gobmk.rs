@@ -11,7 +11,7 @@
 
 use crate::emit::SplitMix64;
 use crate::kernel::{
-    compute, scale, scale_suffix, scaled, Copies, SingleKernel, Unit, UnitProgram,
+    byte_runs, compute, scale, scale_suffix, scaled, Copies, SingleKernel, Unit, UnitProgram,
 };
 use crate::spec::{Params, WorkloadError};
 use numalab_core::workload::{AccessKind, AddressSpace, MapOptions, Op, ThreadProgram};
@@ -115,12 +115,7 @@ impl Unit for GobmkRun {
                 (self.patterns, PATTERN_BYTES),
                 (self.hash, self.k.hash_bytes),
             ] {
-                out.push(Op::Run {
-                    base,
-                    lines: bytes.div_ceil(64) as u32,
-                    stride_bytes: 64,
-                    kind: AccessKind::Write,
-                });
+                byte_runs(out, base, bytes, AccessKind::Write);
             }
             out.push(Op::Phase { id: PHASE_SEARCH });
             self.init_done = true;

@@ -10,7 +10,7 @@
 //! frames and their planes are the ≈ 60 MB footprint (§5); consecutive macroblocks' windows
 //! overlap, so most window reads hit the caches: a low LLC miss rate under heavy compute.
 
-use crate::kernel::{compute, Copies, SingleKernel, Unit, UnitProgram};
+use crate::kernel::{byte_runs, compute, Copies, SingleKernel, Unit, UnitProgram};
 use crate::spec::{Params, WorkloadError};
 use numalab_core::workload::{AccessKind, AddressSpace, MapOptions, Op, ThreadProgram};
 use numalab_core::TaskId;
@@ -127,14 +127,7 @@ impl H264Run {
         let stride = self.k.width + 2 * PAD;
         let base = self.frame_base(f) + plane * self.k.plane_bytes();
         for r in 0..rows {
-            let a = base + (y + r) * stride + x;
-            let (first, last) = (a / 64, (a + cols - 1) / 64);
-            out.push(Op::Run {
-                base: first * 64,
-                lines: (last - first + 1) as u32,
-                stride_bytes: 64,
-                kind: AccessKind::Read,
-            });
+            byte_runs(out, base + (y + r) * stride + x, cols, AccessKind::Read);
         }
     }
 }
@@ -144,13 +137,9 @@ impl Unit for H264Run {
         if !self.init_done {
             // the first frames read in and interpolated: every reference slot written
             out.push(Op::Phase { id: PHASE_INIT });
-            let lines = ((REFS + 1) * self.k.frame_bytes()).div_ceil(64);
-            out.push(Op::Run {
-                base: self.frames,
-                lines: lines as u32,
-                stride_bytes: 64,
-                kind: AccessKind::Write,
-            });
+            let bytes = (REFS + 1) * self.k.frame_bytes();
+            byte_runs(out, self.frames, bytes, AccessKind::Write);
+            let lines = bytes.div_ceil(64);
             out.push(compute(lines * 64, lines * 64));
             out.push(Op::Phase { id: PHASE_ENCODE });
             self.init_done = true;
@@ -175,24 +164,14 @@ impl Unit for H264Run {
         let cur = self.frame_base(self.frame);
         for r in 0..16 {
             let a = cur + (PAD + my + r) * stride + PAD + mx;
-            out.push(Op::Run {
-                base: a / 64 * 64,
-                lines: ((a + 15) / 64 - a / 64 + 1) as u32,
-                stride_bytes: 64,
-                kind: AccessKind::Write,
-            });
+            byte_runs(out, a, 16, AccessKind::Write);
         }
         self.mb += 1;
         if self.mb == per_row * (self.k.height / 16) {
             // the frame done: interpolated into its sub-pel planes (written), and it becomes
             // the newest reference
+            byte_runs(out, cur, self.k.frame_bytes(), AccessKind::Write);
             let lines = self.k.frame_bytes().div_ceil(64);
-            out.push(Op::Run {
-                base: cur,
-                lines: lines as u32,
-                stride_bytes: 64,
-                kind: AccessKind::Write,
-            });
             out.push(compute(lines * 64, lines * 128));
             self.mb = 0;
             self.frame += 1;

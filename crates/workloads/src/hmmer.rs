@@ -11,7 +11,7 @@
 
 use crate::emit::SplitMix64;
 use crate::kernel::{
-    compute, scale, scale_suffix, scaled, Copies, SingleKernel, Unit, UnitProgram,
+    byte_runs, compute, scale, scale_suffix, scaled, Copies, SingleKernel, Unit, UnitProgram,
 };
 use crate::spec::{Params, WorkloadError};
 use numalab_core::workload::{AccessKind, AddressSpace, MapOptions, Op, ThreadProgram};
@@ -129,23 +129,13 @@ struct HmmerRun {
     init_done: bool,
 }
 
-fn run(out: &mut Vec<Op>, base: u64, bytes: u64, kind: AccessKind) {
-    let (a, b) = (base / 64, (base + bytes).div_ceil(64));
-    out.push(Op::Run {
-        base: a * 64,
-        lines: (b - a) as u32,
-        stride_bytes: 64,
-        kind,
-    });
-}
-
 impl Unit for HmmerRun {
     fn unit(&mut self, out: &mut Vec<Op>) -> bool {
         if !self.init_done {
             // the model and the database read in
             out.push(Op::Phase { id: PHASE_INIT });
-            run(out, self.model, self.model_bytes, AccessKind::Write);
-            run(out, self.db, self.k.db_bytes, AccessKind::Write);
+            byte_runs(out, self.model, self.model_bytes, AccessKind::Write);
+            byte_runs(out, self.db, self.k.db_bytes, AccessKind::Write);
             out.push(Op::Phase { id: PHASE_VITERBI });
             self.init_done = true;
             return self.k.sequences > 0;
@@ -156,16 +146,16 @@ impl Unit for HmmerRun {
             if self.db_at + self.len > self.k.db_bytes {
                 self.db_at = 0;
             }
-            run(out, self.db + self.db_at, self.len, AccessKind::Read);
+            byte_runs(out, self.db + self.db_at, self.len, AccessKind::Read);
             self.db_at += self.len;
-            run(out, self.matrix, self.k.row_bytes(), AccessKind::Write);
+            byte_runs(out, self.matrix, self.k.row_bytes(), AccessKind::Write);
             self.row = 1;
         }
         // one row: the previous row and the model's scores read, this row written
         let rb = self.k.row_bytes();
-        run(out, self.matrix + (self.row - 1) * rb, rb, AccessKind::Read);
-        run(out, self.model, self.model_bytes, AccessKind::Read);
-        run(out, self.matrix + self.row * rb, rb, AccessKind::Write);
+        byte_runs(out, self.matrix + (self.row - 1) * rb, rb, AccessKind::Read);
+        byte_runs(out, self.model, self.model_bytes, AccessKind::Read);
+        byte_runs(out, self.matrix + self.row * rb, rb, AccessKind::Write);
         out.push(compute(
             self.k.states * CYCLES_PER_CELL,
             self.k.states * INSTRUCTIONS_PER_CELL,

@@ -10,7 +10,7 @@
 
 use crate::emit::CHUNK_OPS;
 use crate::spec::{Params, WorkloadError};
-use numalab_core::workload::{AddressSpace, Op, ThreadProgram, ThreadSpec, Workload};
+use numalab_core::workload::{AccessKind, AddressSpace, Op, ThreadProgram, ThreadSpec, Workload};
 use numalab_core::TaskId;
 
 /// A resumable piece of a thread's work.
@@ -53,6 +53,22 @@ pub fn compute(cycles: u64, instructions: u64) -> Op {
     Op::Compute {
         cycles: cycles.min(u32::MAX as u64) as u32,
         instructions: instructions.min(u32::MAX as u64) as u32,
+    }
+}
+
+/// Sequential runs over the lines that `bytes` bytes from `base` cover, each run at most 2^20
+/// lines (an `Op::Run` counts its lines in a u32); nothing for no bytes.
+pub fn byte_runs(out: &mut Vec<Op>, base: u64, bytes: u64, kind: AccessKind) {
+    let (mut line, end) = (base / 64, (base + bytes).div_ceil(64));
+    while line < end {
+        let n = (end - line).min(1 << 20);
+        out.push(Op::Run {
+            base: line * 64,
+            lines: n as u32,
+            stride_bytes: 64,
+            kind,
+        });
+        line += n;
     }
 }
 

@@ -13,7 +13,7 @@
 
 use crate::emit::SplitMix64;
 use crate::kernel::{
-    compute, scale, scale_suffix, scaled, Copies, SingleKernel, Unit, UnitProgram,
+    byte_runs, compute, scale, scale_suffix, scaled, Copies, SingleKernel, Unit, UnitProgram,
 };
 use crate::spec::{Params, WorkloadError};
 use numalab_core::workload::{AccessKind, AddressSpace, MapOptions, Op, ThreadProgram};
@@ -132,34 +132,13 @@ impl PerlRun {
     }
 }
 
-fn run(out: &mut Vec<Op>, base: u64, bytes: u64, kind: AccessKind) {
-    let (a, b) = (base / 64, (base + bytes).div_ceil(64));
-    out.push(Op::Run {
-        base: a * 64,
-        lines: (b - a) as u32,
-        stride_bytes: 64,
-        kind,
-    });
-}
-
 impl Unit for PerlRun {
     fn unit(&mut self, out: &mut Vec<Op>) -> bool {
         if !self.init_done {
             // compilation and the scripts' data built: the op tree and heap written
             out.push(Op::Phase { id: PHASE_INIT });
             for (base, bytes) in [(self.optree, OPTREE_BYTES), (self.heap, self.k.heap_bytes)] {
-                let lines = bytes.div_ceil(64);
-                let mut done = 0;
-                while done < lines {
-                    let n = (lines - done).min(1 << 20);
-                    out.push(Op::Run {
-                        base: base + done * 64,
-                        lines: n as u32,
-                        stride_bytes: 64,
-                        kind: AccessKind::Write,
-                    });
-                    done += n;
-                }
+                byte_runs(out, base, bytes, AccessKind::Write);
             }
             out.push(Op::Phase {
                 id: PHASE_INTERPRET,
@@ -190,11 +169,11 @@ impl Unit for PerlRun {
         let s = self
             .heap_addr()
             .min(self.heap + self.k.heap_bytes - STRING_BYTES);
-        run(out, s, STRING_BYTES, AccessKind::Read);
+        byte_runs(out, s, STRING_BYTES, AccessKind::Read);
         if self.out_at + STRING_BYTES > OUTPUT_BYTES {
             self.out_at = 0;
         }
-        run(
+        byte_runs(
             out,
             self.output + self.out_at,
             STRING_BYTES,
