@@ -15,6 +15,22 @@ pub enum StudyCmd {
     /// all host cores, then write DIR/results.parquet, DIR/results.csv and
     /// DIR/environment.json.
     Run(StudyRunArgs),
+    /// Write one self-contained HTML page of a study folder's results: the runs as a sortable
+    /// table, bar charts against a baseline with error bars, traffic and imbalance timelines,
+    /// each metric's correlation with run time, the environment.
+    Report(StudyReportArgs),
+}
+
+#[derive(Args, Clone)]
+pub struct StudyReportArgs {
+    /// The study folder (what `numalab study run FILE -o DIR` wrote).
+    pub dir: PathBuf,
+    /// The HTML file to write.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// The configuration the charts compare against, by its label (default: the first).
+    #[arg(long, value_name = "LABEL")]
+    pub baseline: Option<String>,
 }
 
 #[derive(Args, Clone)]
@@ -35,6 +51,12 @@ pub struct StudyRunArgs {
 pub fn run(cmd: StudyCmd) -> Result<()> {
     match cmd {
         StudyCmd::Run(a) => run_study(a),
+        StudyCmd::Report(a) => {
+            crate::output::check_writable(Some(&a.out))?;
+            let runs = numalab_study::report::write_report(&a.dir, &a.out, a.baseline.as_deref())?;
+            println!("wrote {} ({runs} runs)", a.out.display());
+            Ok(())
+        }
     }
 }
 

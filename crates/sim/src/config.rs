@@ -39,7 +39,7 @@ pub struct SimConfig {
     pub khugepaged_ranges_per_scan: usize,
     /// Cost of releasing an OpenMP barrier, ns (E).
     pub barrier_ns: f64,
-    /// Interval of the per-node traffic timeline; 0 picks one from the run length.
+    /// Interval of the per-node traffic timeline; 0 records none.
     pub timeline_interval_ns: f64,
     pub seed: u64,
     /// Each thread starts after a delay drawn uniformly in [0, start_skew_ns) from `seed`

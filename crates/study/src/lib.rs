@@ -10,11 +10,13 @@
 //!
 //! Code map: [`file`] (the TOML format and its checks), [`grid`] (configurations and their
 //! keys), [`run`] (running and resuming), [`table`] (one row per run: every axis and metric;
-//! Parquet and CSV), [`environment`] (what the results were produced on).
+//! Parquet and CSV), [`environment`] (what the results were produced on), [`report`] (the
+//! HTML report).
 
 pub mod environment;
 pub mod file;
 pub mod grid;
+pub mod report;
 pub mod run;
 pub mod table;
 

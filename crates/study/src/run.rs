@@ -55,6 +55,9 @@ impl Outcome {
     }
 }
 
+/// The traffic timeline's interval in a study's runs: 100 µs, five default epochs.
+const TIMELINE_INTERVAL_NS: f64 = 100_000.0;
+
 /// One run's record on disk.
 #[derive(Serialize, Deserialize)]
 struct Record {
@@ -88,10 +91,42 @@ fn done_row(path: &Path, key: &str) -> Option<Row> {
     (h.key == key && h.row.status == "ok").then_some(h.row)
 }
 
+/// A finished run: its row and, when it succeeded, its full result.
+pub type RunRecord = (Row, Option<SimResult>);
+
+/// Every run's record in grid order (configuration, then repeat); None where no record with the
+/// run's current key exists.
+pub fn load_records(study: &StudyFile, grid: &Grid, out: &Path) -> Result<Vec<Option<RunRecord>>> {
+    let runs = out.join("runs");
+    let mut all = Vec::new();
+    for c in &grid.configs {
+        for k in 0..study.repeats as u64 {
+            let path = record_path(&runs, c, k);
+            let key = c.run_key(study, k + 1);
+            let rec = match std::fs::read_to_string(&path) {
+                Ok(text) => {
+                    let r: Record = serde_json::from_str(&text).with_context(|| {
+                        format!(
+                            "{}: not a study run record (remove it to rerun)",
+                            path.display()
+                        )
+                    })?;
+                    (r.key == key).then_some((r.row, r.result))
+                }
+                Err(_) => None,
+            };
+            all.push(rec);
+        }
+    }
+    Ok(all)
+}
+
 fn simulate(study: &StudyFile, job: &Job) -> Result<SimResult> {
     let spec = job.config.resolve()?;
     let mut cfg = spec.sim_config(study.epoch_us * 1000.0, study.sample_period);
     cfg.seed = job.seed;
+    // a timeline for runs of a millisecond too (the report draws it; sim's default is 1 ms)
+    cfg.timeline_interval_ns = TIMELINE_INTERVAL_NS;
     if study.repeats > 1 {
         cfg.start_skew_ns = study.start_skew_us * 1000.0;
     }
