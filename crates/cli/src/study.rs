@@ -1,8 +1,9 @@
 //! `numalab study`: grids of simulated runs from a study file (crates/study, docs/study.md).
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use numalab_study::report::mean_sd;
 use numalab_study::table::Row;
 use numalab_study::{RunOptions, StudyFile};
 use std::fmt::Write as _;
@@ -60,17 +61,6 @@ pub fn run(cmd: StudyCmd) -> Result<()> {
     }
 }
 
-fn mean_sd(v: &[f64]) -> (f64, f64) {
-    let n = v.len() as f64;
-    let mean = v.iter().sum::<f64>() / n;
-    let var = if v.len() > 1 {
-        v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)
-    } else {
-        0.0
-    };
-    (mean, var.sqrt())
-}
-
 /// One line per configuration: its runs' mean time (± standard deviation with repeats),
 /// LAR and imbalance.
 fn summary(rows: &[Row]) -> String {
@@ -95,7 +85,8 @@ fn summary(rows: &[Row]) -> String {
             let _ = writeln!(s, "{c:<w$}  {runs:>6}  {:>18}", "failed");
             continue;
         }
-        let (t, sd) = mean_sd(&ok.iter().map(|m| m.sim_time_ms).collect::<Vec<_>>());
+        let times: Vec<f64> = ok.iter().map(|m| m.sim_time_ms).collect();
+        let (t, sd) = mean_sd(&times).expect("a successful run");
         let time = if ok.len() > 1 {
             format!("{t:.3} ± {sd:.3}")
         } else {
@@ -120,8 +111,6 @@ fn summary(rows: &[Row]) -> String {
 }
 
 fn run_study(a: StudyRunArgs) -> Result<()> {
-    let text = std::fs::read_to_string(&a.file)
-        .with_context(|| format!("cannot read study file {}", a.file.display()))?;
     let study = StudyFile::load(&a.file)?;
     let mut opts = RunOptions::default();
     if let Some(j) = a.jobs {
@@ -142,7 +131,7 @@ fn run_study(a: StudyRunArgs) -> Result<()> {
         bar.set_length(total as u64);
         bar.set_position(done as u64);
     };
-    let outcome = numalab_study::run(&study, &text, &a.out, &opts, &progress)?;
+    let outcome = numalab_study::run(&study, &a.out, &opts, &progress)?;
     bar.finish_and_clear();
     print!("{}", summary(&outcome.rows));
     println!(

@@ -46,6 +46,9 @@ pub struct StudyFile {
     /// The axes, in the order the grid varies them (the last fastest).
     #[serde(default, rename = "axis")]
     pub axes: Vec<AxisFile>,
+    /// The file's text as read (copied into the study folder, shown in the report).
+    #[serde(skip)]
+    pub source: String,
 }
 
 /// One `[[axis]]`: a setting and its values.
@@ -111,8 +114,10 @@ impl StudyFile {
 
     /// Parse and check a study file's text.
     pub fn parse(text: &str) -> Result<StudyFile> {
-        let f: StudyFile = toml::from_str(text).map_err(|e| anyhow!("not a study file: {e}"))?;
+        let mut f: StudyFile =
+            toml::from_str(text).map_err(|e| anyhow!("not a study file: {e}"))?;
         f.check()?;
+        f.source = text.to_string();
         Ok(f)
     }
 

@@ -30,8 +30,8 @@ const CHARTED: &[&str] = &[
     "max_page_fault_time_share_percent",
 ];
 
-/// Mean and sample standard deviation of the values that exist.
-fn mean_sd(v: &[f64]) -> Option<(f64, f64)> {
+/// Mean and sample standard deviation (None for no values; 0 for one).
+pub fn mean_sd(v: &[f64]) -> Option<(f64, f64)> {
     if v.is_empty() {
         return None;
     }
@@ -447,7 +447,7 @@ pub fn write_report(dir: &Path, out: &Path, baseline: Option<&str>) -> Result<us
         h,
         "<h2>Environment</h2><pre id=\"environment\">{}</pre><h2>Study file</h2><pre>{}</pre><script>{SORT_JS}</script></body></html>",
         esc(&env),
-        esc(&std::fs::read_to_string(&study_path).unwrap_or_default())
+        esc(&study.source)
     );
     numalab_core::atomic_file::write_atomic(out, h.as_bytes())
         .with_context(|| format!("writing the report {}", out.display()))?;

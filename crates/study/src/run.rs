@@ -66,6 +66,7 @@ struct Record {
     result: Option<SimResult>,
 }
 
+/// One run of the grid: its configuration, repeat and seed, its key and its record's path.
 struct Job<'a> {
     config: &'a Config,
     repeat: u64,
@@ -74,8 +75,23 @@ struct Job<'a> {
     path: PathBuf,
 }
 
-fn record_path(runs: &Path, c: &Config, repeat: u64) -> PathBuf {
-    runs.join(format!("{}.r{repeat}.json", c.file_stem()))
+/// Every run of the grid, in grid order (configuration, then repeat), with its record under
+/// `runs_dir`.
+fn jobs<'a>(study: &StudyFile, grid: &'a Grid, runs_dir: &Path) -> Vec<Job<'a>> {
+    let mut jobs = Vec::new();
+    for c in &grid.configs {
+        for repeat in 0..study.repeats as u64 {
+            let seed = repeat + 1;
+            jobs.push(Job {
+                config: c,
+                repeat,
+                seed,
+                key: c.run_key(study, seed),
+                path: runs_dir.join(format!("{}.r{repeat}.json", c.file_stem())),
+            });
+        }
+    }
+    jobs
 }
 
 /// A finished run's row, if its record exists, has this key and succeeded.
@@ -97,28 +113,21 @@ pub type RunRecord = (Row, Option<SimResult>);
 /// Every run's record in grid order (configuration, then repeat); None where no record with the
 /// run's current key exists.
 pub fn load_records(study: &StudyFile, grid: &Grid, out: &Path) -> Result<Vec<Option<RunRecord>>> {
-    let runs = out.join("runs");
-    let mut all = Vec::new();
-    for c in &grid.configs {
-        for k in 0..study.repeats as u64 {
-            let path = record_path(&runs, c, k);
-            let key = c.run_key(study, k + 1);
-            let rec = match std::fs::read_to_string(&path) {
-                Ok(text) => {
-                    let r: Record = serde_json::from_str(&text).with_context(|| {
-                        format!(
-                            "{}: not a study run record (remove it to rerun)",
-                            path.display()
-                        )
-                    })?;
-                    (r.key == key).then_some((r.row, r.result))
-                }
-                Err(_) => None,
-            };
-            all.push(rec);
-        }
-    }
-    Ok(all)
+    jobs(study, grid, &out.join("runs"))
+        .iter()
+        .map(|j| match std::fs::read_to_string(&j.path) {
+            Ok(text) => {
+                let r: Record = serde_json::from_str(&text).with_context(|| {
+                    format!(
+                        "{}: not a study run record (remove it to rerun)",
+                        j.path.display()
+                    )
+                })?;
+                Ok((r.key == j.key).then_some((r.row, r.result)))
+            }
+            Err(_) => Ok(None),
+        })
+        .collect()
 }
 
 fn simulate(study: &StudyFile, job: &Job) -> Result<SimResult> {
@@ -148,36 +157,21 @@ fn simulate(study: &StudyFile, job: &Job) -> Result<SimResult> {
 }
 
 fn run_one(study: &StudyFile, job: &Job) -> Result<Row> {
-    let result = simulate(study, job);
-    let (row, result) = match result {
-        Ok(r) => (
-            Row {
-                config: job.config.label.clone(),
-                axes: job.config.axes.iter().map(|(_, v, _)| v.clone()).collect(),
-                repeat: job.repeat,
-                seed: job.seed,
-                status: "ok".into(),
-                error: None,
-                metrics: Some(RunMetrics::of(&r)),
-            },
-            Some(r),
-        ),
-        Err(e) => (
-            Row {
-                config: job.config.label.clone(),
-                axes: job.config.axes.iter().map(|(_, v, _)| v.clone()).collect(),
-                repeat: job.repeat,
-                seed: job.seed,
-                status: "failed".into(),
-                error: Some(format!("{e:#}")),
-                metrics: None,
-            },
-            None,
-        ),
+    let (status, error, result) = match simulate(study, job) {
+        Ok(r) => ("ok", None, Some(r)),
+        Err(e) => ("failed", Some(format!("{e:#}")), None),
     };
     let rec = Record {
         key: job.key.clone(),
-        row,
+        row: Row {
+            config: job.config.label.clone(),
+            axes: job.config.axes.iter().map(|(_, v, _)| v.clone()).collect(),
+            repeat: job.repeat,
+            seed: job.seed,
+            status: status.into(),
+            error,
+            metrics: result.as_ref().map(RunMetrics::of),
+        },
         result,
     };
     let text = serde_json::to_vec(&rec)?;
@@ -190,7 +184,6 @@ fn run_one(study: &StudyFile, job: &Job) -> Result<Row> {
 /// returned in the outcome's rows; only a problem with the output folder is an error.
 pub fn run(
     study: &StudyFile,
-    study_text: &str,
     out: &Path,
     opts: &RunOptions,
     progress: &(dyn Fn(usize, usize) + Sync),
@@ -210,19 +203,7 @@ pub fn run(
         .with_context(|| format!("cannot create the study folder {}", runs_dir.display()))?;
     let env = Environment::snapshot();
 
-    let mut jobs = Vec::new();
-    for c in &grid.configs {
-        for k in 0..study.repeats as u64 {
-            let seed = k + 1;
-            jobs.push(Job {
-                config: c,
-                repeat: k,
-                seed,
-                key: c.run_key(study, seed),
-                path: record_path(&runs_dir, c, k),
-            });
-        }
-    }
+    let jobs = jobs(study, &grid, &runs_dir);
     let mut rows: Vec<Option<Row>> = jobs.iter().map(|j| done_row(&j.path, &j.key)).collect();
     let todo: Vec<usize> = (0..jobs.len()).filter(|&i| rows[i].is_none()).collect();
     let skipped = jobs.len() - todo.len();
@@ -256,7 +237,7 @@ pub fn run(
         &out.join("environment.json"),
         &serde_json::to_vec_pretty(&env)?,
     )?;
-    write_atomic(&out.join("study.toml"), study_text.as_bytes())?;
+    write_atomic(&out.join("study.toml"), study.source.as_bytes())?;
     Ok(Outcome {
         grid,
         rows,

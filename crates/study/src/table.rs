@@ -3,7 +3,6 @@
 
 use anyhow::{Context, Result};
 use arrow_array::{ArrayRef, Float64Array, RecordBatch, StringArray, UInt64Array};
-use arrow_schema::{DataType, Field, Schema};
 use numalab_core::atomic_file::with_temp;
 use numalab_sim::SimResult;
 use serde::{Deserialize, Serialize};
@@ -38,7 +37,10 @@ pub struct RunMetrics {
 }
 
 /// Column names of [`RunMetrics`], in order (also the CSV and Parquet order).
-pub const METRIC_COLUMNS: &[&str] = &[
+/// How many metrics a row holds.
+pub const METRICS: usize = 22;
+
+pub const METRIC_COLUMNS: [&str; METRICS] = [
     "sim_time_ms",
     "lar_percent",
     "imbalance_percent",
@@ -113,7 +115,7 @@ impl RunMetrics {
     }
 
     /// The values in [`METRIC_COLUMNS`] order.
-    pub fn values(&self) -> [Option<f64>; 22] {
+    pub fn values(&self) -> [Option<f64>; METRICS] {
         [
             Some(self.sim_time_ms),
             self.lar_percent,
@@ -164,8 +166,10 @@ pub fn columns(axis_keys: &[String]) -> Vec<String> {
     c
 }
 
-fn metric_values(r: &Row) -> [Option<f64>; 22] {
-    r.metrics.as_ref().map_or([None; 22], RunMetrics::values)
+fn metric_values(r: &Row) -> [Option<f64>; METRICS] {
+    r.metrics
+        .as_ref()
+        .map_or([None; METRICS], RunMetrics::values)
 }
 
 /// Write the rows as CSV (empty cells for missing values).
@@ -195,54 +199,41 @@ pub fn write_csv(path: &Path, axis_keys: &[String], rows: &[Row]) -> Result<()> 
     })
 }
 
-/// The rows as one Arrow record batch (strings, unsigned integers, nullable doubles).
+/// The rows as one Arrow record batch (strings, unsigned integers, nullable doubles), its
+/// columns named by [`columns`] as the CSV's are.
 pub fn record_batch(axis_keys: &[String], rows: &[Row]) -> Result<RecordBatch> {
-    let names = columns(axis_keys);
-    let mut fields = Vec::new();
-    let mut arrays: Vec<ArrayRef> = Vec::new();
-    let mut text = |name: &str, vals: Vec<Option<String>>, nullable: bool| {
-        fields.push(Field::new(name, DataType::Utf8, nullable));
-        arrays.push(Arc::new(StringArray::from(vals)) as ArrayRef);
+    let text = |vals: Vec<Option<String>>| Arc::new(StringArray::from(vals)) as ArrayRef;
+    let uint = |f: fn(&Row) -> u64| {
+        Arc::new(UInt64Array::from_iter_values(rows.iter().map(f))) as ArrayRef
     };
-    text(
-        "config",
-        rows.iter().map(|r| Some(r.config.clone())).collect(),
+    // (array, nullable) in column order
+    let mut arrays = vec![(
+        text(rows.iter().map(|r| Some(r.config.clone())).collect()),
         false,
-    );
-    for (i, k) in axis_keys.iter().enumerate() {
-        text(
-            k,
-            rows.iter().map(|r| r.axes.get(i).cloned()).collect(),
+    )];
+    for i in 0..axis_keys.len() {
+        arrays.push((
+            text(rows.iter().map(|r| r.axes.get(i).cloned()).collect()),
             false,
-        );
+        ));
     }
-    let mut fields2 = vec![
-        Field::new("repeat", DataType::UInt64, false),
-        Field::new("seed", DataType::UInt64, false),
-    ];
-    let mut arrays2: Vec<ArrayRef> = vec![
-        Arc::new(UInt64Array::from_iter_values(rows.iter().map(|r| r.repeat))),
-        Arc::new(UInt64Array::from_iter_values(rows.iter().map(|r| r.seed))),
-    ];
-    fields2.push(Field::new("status", DataType::Utf8, false));
-    arrays2.push(Arc::new(StringArray::from_iter_values(
-        rows.iter().map(|r| r.status.clone()),
-    )));
-    fields2.push(Field::new("error", DataType::Utf8, true));
-    arrays2.push(Arc::new(StringArray::from(
-        rows.iter().map(|r| r.error.clone()).collect::<Vec<_>>(),
-    )));
-    let values: Vec<[Option<f64>; 22]> = rows.iter().map(metric_values).collect();
-    for (j, name) in METRIC_COLUMNS.iter().enumerate() {
-        fields2.push(Field::new(*name, DataType::Float64, true));
-        arrays2.push(Arc::new(Float64Array::from(
-            values.iter().map(|v| v[j]).collect::<Vec<_>>(),
-        )));
+    arrays.push((uint(|r| r.repeat), false));
+    arrays.push((uint(|r| r.seed), false));
+    arrays.push((
+        text(rows.iter().map(|r| Some(r.status.clone())).collect()),
+        false,
+    ));
+    arrays.push((text(rows.iter().map(|r| r.error.clone()).collect()), true));
+    let values: Vec<[Option<f64>; METRICS]> = rows.iter().map(metric_values).collect();
+    for j in 0..METRICS {
+        let col = Float64Array::from(values.iter().map(|v| v[j]).collect::<Vec<_>>());
+        arrays.push((Arc::new(col) as ArrayRef, true));
     }
-    fields.extend(fields2);
-    arrays.extend(arrays2);
-    debug_assert_eq!(fields.len(), names.len());
-    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?)
+    let named = columns(axis_keys)
+        .into_iter()
+        .zip(arrays)
+        .map(|(name, (array, nullable))| (name, array, nullable));
+    Ok(RecordBatch::try_from_iter_with_nullable(named)?)
 }
 
 /// Write the rows as one Parquet file.

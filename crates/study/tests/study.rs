@@ -113,7 +113,7 @@ fn a_study_runs_records_failures_resumes_and_writes_parquet_and_csv() {
     let out = temp_dir("run");
     let s = StudyFile::parse(SMALL).unwrap();
     let opts = RunOptions { jobs: 2 };
-    let o = run(&s, SMALL, &out, &opts, &quiet).unwrap();
+    let o = run(&s, &out, &opts, &quiet).unwrap();
     assert_eq!((o.ran, o.skipped), (4, 0));
     assert_eq!(o.rows.len(), 4);
     let failed = o.failed();
@@ -168,14 +168,14 @@ fn a_study_runs_records_failures_resumes_and_writes_parquet_and_csv() {
     assert!(out.join("environment.json").is_file() && out.join("study.toml").is_file());
 
     // a rerun skips what succeeded and tries the failures again
-    let again = run(&s, SMALL, &out, &opts, &quiet).unwrap();
+    let again = run(&s, &out, &opts, &quiet).unwrap();
     assert_eq!((again.ran, again.skipped), (2, 2));
     assert_eq!(again.rows[0], o.rows[0]);
 
     // a changed simulation option is a different run
     let longer = SMALL.replace("[defaults]", "epoch_us = 10.0\n[defaults]");
     let s2 = StudyFile::parse(&longer).unwrap();
-    let third = run(&s2, &longer, &out, &opts, &quiet).unwrap();
+    let third = run(&s2, &out, &opts, &quiet).unwrap();
     assert_eq!((third.ran, third.skipped), (4, 0));
     std::fs::remove_dir_all(&out).unwrap();
 }
@@ -192,7 +192,7 @@ pin = "sequential"
 "#;
     let out = temp_dir("repeats");
     let s = StudyFile::parse(text).unwrap();
-    let o = run(&s, text, &out, &RunOptions { jobs: 2 }, &quiet).unwrap();
+    let o = run(&s, &out, &RunOptions { jobs: 2 }, &quiet).unwrap();
     assert_eq!(o.rows.len(), 3);
     let seeds: Vec<u64> = o.rows.iter().map(|r| r.seed).collect();
     assert_eq!(seeds, [1, 2, 3]);
@@ -214,7 +214,7 @@ fn an_output_path_that_is_a_file_is_refused() {
     let f = temp_dir("file");
     std::fs::write(&f, "x").unwrap();
     let s = StudyFile::parse(SMALL).unwrap();
-    let err = run(&s, SMALL, &f, &RunOptions::default(), &quiet)
+    let err = run(&s, &f, &RunOptions::default(), &quiet)
         .unwrap_err()
         .to_string();
     assert!(err.contains("is a file"), "{err}");
