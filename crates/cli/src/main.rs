@@ -16,6 +16,7 @@ mod validate;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, CommandFactory, Parser, Subcommand};
+use numalab_runspec::sim_defaults;
 use std::path::PathBuf;
 
 #[derive(Parser)]
@@ -206,28 +207,28 @@ pub struct BenchSimArgs {
 #[derive(Args, Clone)]
 pub struct SimArgs {
     /// Machine: a preset id (see `numalab machine list`), a .toml or an hwloc .xml file.
-    #[arg(long, short = 'm', default_value = "opteron6272-8n")]
+    #[arg(long, short = 'm', default_value = sim_defaults::MACHINE)]
     pub machine: String,
     /// Workload spec, e.g. `npb-cg:class=B,niter=1` (see `numalab workload list`).
-    #[arg(long, short = 'w', default_value = "npb-cg:class=A")]
+    #[arg(long, short = 'w', default_value = sim_defaults::WORKLOAD)]
     pub workload: String,
     /// Threads (default: one per CPU of the machine, or what a single-threaded workload needs).
     #[arg(long, short = 't', value_parser = thread_count, allow_negative_numbers = true)]
     pub threads: Option<usize>,
     /// Thread pinning: none, sockorder, sockets, sequential, or a CPU list like 0-7,16.
-    #[arg(long, default_value = "none")]
+    #[arg(long, default_value = sim_defaults::PIN)]
     pub pin: String,
     /// Task memory policy: default, local, preferred:N, preferred-many:NODES, bind:NODES,
     /// interleave:NODES, weighted-interleave:N=W,..., remote-percent:P[:NODES].
-    #[arg(long, default_value = "default")]
+    #[arg(long, default_value = sim_defaults::MEMPOLICY)]
     pub mempolicy: String,
     /// Transparent huge pages: never, madvise or always.
-    #[arg(long, default_value = "never")]
+    #[arg(long, default_value = sim_defaults::THP)]
     pub thp: String,
     /// Back every process's heap with hugetlbfs pages: none, 2M or 1G (libhugetlbfs's
     /// HUGETLB_MORECORE: every allocation comes from the heap, packed, so 1 GiB pages work
     /// for any workload; mappings with their own mbind policy keep 4 KiB pages).
-    #[arg(long, default_value = "none")]
+    #[arg(long, default_value = sim_defaults::HUGETLB)]
     pub hugetlb: String,
     /// Placement policies to compare side by side, each with optional parameters:
     /// `autonuma,carrefour,carrefour-lp:period_ms=500`. `autonuma` is Linux's automatic NUMA

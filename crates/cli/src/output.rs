@@ -431,3 +431,21 @@ pub fn write_atomic(p: &Path, bytes: &[u8]) -> Result<()> {
 pub fn with_temp<T>(p: &Path, write: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
     numalab_core::atomic_file::with_temp(p, write)
 }
+
+/// A bar counting `unit` done out of a total set later (`set_length`), with the time spent and
+/// an estimate of the time left, hidden when `quiet` (validate's simulations, a study's runs).
+pub fn count_bar(what: &str, unit: &str, quiet: bool) -> indicatif::ProgressBar {
+    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+    let bar = ProgressBar::new(0);
+    if quiet {
+        bar.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    bar.set_style(
+        ProgressStyle::with_template(&format!(
+            "{{spinner}} {what}: {{pos}}/{{len}} {unit} [{{elapsed_precise}}, about {{eta}} left] {{wide_bar}}"
+        ))
+        .expect("a valid template"),
+    );
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    bar
+}

@@ -2,13 +2,11 @@
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use numalab_study::report::mean_sd;
 use numalab_study::table::Row;
 use numalab_study::{RunOptions, StudyFile};
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::time::Duration;
 
 #[derive(Subcommand, Clone)]
 pub enum StudyCmd {
@@ -116,17 +114,7 @@ fn run_study(a: StudyRunArgs) -> Result<()> {
     if let Some(j) = a.jobs {
         opts.jobs = j;
     }
-    let bar = ProgressBar::new(0);
-    if a.quiet {
-        bar.set_draw_target(ProgressDrawTarget::hidden());
-    }
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} study: {pos}/{len} runs [{elapsed_precise}, about {eta} left] {wide_bar}",
-        )
-        .unwrap(),
-    );
-    bar.enable_steady_tick(Duration::from_millis(200));
+    let bar = crate::output::count_bar("study", "runs", a.quiet);
     let progress = |done: usize, total: usize| {
         bar.set_length(total as u64);
         bar.set_position(done as u64);

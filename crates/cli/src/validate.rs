@@ -3,10 +3,8 @@
 use crate::output;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use numalab_validate::{case, score::Status};
 use std::path::PathBuf;
-use std::time::Duration;
 
 #[derive(Args, Clone)]
 pub struct ValidateArgs {
@@ -117,17 +115,7 @@ pub fn run(a: ValidateArgs) -> Result<()> {
         None => Vec::new(),
     };
 
-    let bar = ProgressBar::new(0);
-    if a.quiet {
-        bar.set_draw_target(ProgressDrawTarget::hidden());
-    }
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} validate: {pos}/{len} simulations [{elapsed_precise}, about {eta} left] {wide_bar}",
-        )
-        .unwrap(),
-    );
-    bar.enable_steady_tick(Duration::from_millis(200));
+    let bar = output::count_bar("validate", "simulations", a.quiet);
     let progress = |done: usize, total: usize| {
         bar.set_length(total as u64);
         bar.set_position(done as u64);

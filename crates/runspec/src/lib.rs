@@ -50,6 +50,17 @@ impl RunSpec {
     }
 }
 
+/// `numalab sim`'s default settings, shared by its options and by the configurations that
+/// leave a setting unset (a study's grid).
+pub mod sim_defaults {
+    pub const MACHINE: &str = "opteron6272-8n";
+    pub const WORKLOAD: &str = "npb-cg:class=A";
+    pub const PIN: &str = "none";
+    pub const MEMPOLICY: &str = "default";
+    pub const THP: &str = "never";
+    pub const HUGETLB: &str = "none";
+}
+
 /// The settings a configuration starts from (`numalab sim`'s options).
 #[derive(Clone, Debug)]
 pub struct Defaults {

@@ -2,16 +2,16 @@
 
 use crate::file::{setting_value, StudyFile, SETTINGS};
 use anyhow::{anyhow, Result};
-use numalab_runspec::{Defaults, RunSpec};
+use numalab_runspec::{sim_defaults, Defaults, RunSpec};
 
 /// `numalab sim`'s defaults, for settings neither `[defaults]` nor an axis sets.
 const SIM_DEFAULTS: &[(&str, &str)] = &[
-    ("machine", "opteron6272-8n"),
-    ("workload", "npb-cg:class=A"),
-    ("pin", "none"),
-    ("mempolicy", "default"),
-    ("thp", "never"),
-    ("hugetlb", "none"),
+    ("machine", sim_defaults::MACHINE),
+    ("workload", sim_defaults::WORKLOAD),
+    ("pin", sim_defaults::PIN),
+    ("mempolicy", sim_defaults::MEMPOLICY),
+    ("thp", sim_defaults::THP),
+    ("hugetlb", sim_defaults::HUGETLB),
     ("policy", "none"),
 ];
 
