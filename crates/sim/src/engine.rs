@@ -648,7 +648,7 @@ impl Simulator {
                 }
             }
             if !self.sh.os.first_touch.is_empty() {
-                self.sh.os.end_first_touch_epoch();
+                self.sh.os.end_first_touch_epoch(end, &self.sh.p.fault_ns);
             }
             if !self.sh.os.migrating.is_empty() {
                 self.sh.os.end_migrations(end);

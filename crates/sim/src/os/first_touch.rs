@@ -98,12 +98,21 @@ impl FirstTouch {
         (thread != id && done > now_ns).then_some(Touch::WaitUntil(done))
     }
 
-    /// The epoch ended: the folios that were fresh, in address order; the table is emptied.
-    pub fn end_epoch(&mut self) -> Vec<(u64, PageSize)> {
-        let mut all: Vec<(u64, PageSize)> =
-            self.by_start.drain().map(|(s, f)| (s, f.size)).collect();
-        all.sort_unstable_by_key(|a| a.0);
-        all
+    /// The epoch ended at `end_ns`: the folios whose owner's fault has ended by then stop
+    /// being fresh and are returned, in address order; a folio whose fault is still in flight
+    /// (a huge page being zeroed for longer than an epoch) stays fresh, so that its other
+    /// touchers wait for it whatever the epoch length.
+    pub fn end_epoch(&mut self, end_ns: f64, fault_ns: &[f64; 3]) -> Vec<(u64, PageSize)> {
+        let mut done = Vec::new();
+        self.by_start.retain(|&s, f| {
+            let in_flight = f.first.0 + fault_ns[f.size.index()] > end_ns;
+            if !in_flight {
+                done.push((s, f.size));
+            }
+            in_flight
+        });
+        done.sort_unstable_by_key(|a| a.0);
+        done
     }
 
     pub fn is_empty(&self) -> bool {
@@ -145,7 +154,16 @@ mod tests {
         assert_eq!(ft.touched(0x20_0000, 2, 50_000.0, &f), None);
         assert_eq!(ft.touched(0x20_0000, 7, 95_000.0, &f), None);
         assert_eq!(ft.touched(0x40_0000, 3, 1.0, &f), None, "not fresh");
-        assert_eq!(ft.end_epoch(), vec![(0x20_0000, PageSize::Huge2M)]);
+        // the epoch ends at 50 µs with thread 2's fault (12 µs + 80 µs) in flight: still fresh
+        assert_eq!(ft.end_epoch(50_000.0, &f), vec![]);
+        assert_eq!(
+            ft.touched(0x20_0000, 9, 60_000.0, &f),
+            Some(Touch::WaitUntil(92_000.0))
+        );
+        assert_eq!(
+            ft.end_epoch(100_000.0, &f),
+            vec![(0x20_0000, PageSize::Huge2M)]
+        );
         assert!(ft.is_empty());
     }
 }
