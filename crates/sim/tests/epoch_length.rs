@@ -104,10 +104,12 @@ fn lbm_copies_with_all_memory_behind_one_link() {
 /// A JVM-like run whose collector writes back over one HyperTransport link faster than the
 /// link carries: with the old overload penalty the link's penalty grew geometrically (the
 /// writers never saw it) and the run stalled for simulated seconds (more than 10× the 4 KiB
-/// run). Now the writers wait for the backlog they made. Huge pages still cost about 4× here:
-/// the GC threads' PLAB writes put most of the promoted old generation's huge pages on a few
-/// nodes, whose controllers saturate, and zeroing each huge page at its fault loads them
-/// further (docs/model.md, "OS model": 3.0× before zeroing was traffic, 4.1× with it).
+/// run). Now the writers wait for the backlog they made. Huge pages cost 1.2× here (session
+/// 18: 271 → 327 ms, imbalance 5 → 10 %): zeroing each huge page at its fault loads the
+/// controllers and the GC threads wait for the faults of the pages they sweep into. Before
+/// the JVM's buffers were taken at the spaces' tops in order (workloads/src/jbb.rs, `Tops`),
+/// the GC threads' PLAB writes put most of the old generation's huge pages on a few nodes,
+/// whose controllers saturated: about 4× then.
 #[test]
 fn write_backs_over_a_saturated_link_do_not_stall_the_run() {
     let m = numalab_machine::preset("opteron6272-8n").unwrap();

@@ -4,35 +4,39 @@
 //! worker thread. Each worker first builds its warehouse (districts, customers, orders, stock:
 //! trees and hash maps, `warehouse` bytes) as a JVM does: as objects allocated in its TLABs in
 //! the shared eden; the collection that ends the load copies them, all alive, into the old
-//! generation, each GC thread the live objects of its share of eden into its own PLABs
-//! ([`OLD_PLAB_BYTES`], taken in turn from the old generation's top). So a warehouse's pages
-//! are first-touched by the GC threads, not by its worker, and hold objects of many
-//! warehouses. Then the worker runs transactions of the TPC-C-like mix (new order 45 %,
+//! generation, each GC thread a warehouse's worth into PLABs ([`OLD_PLAB_BYTES`]). So a
+//! warehouse's pages are first-touched by the GC threads, not by its worker, and hold objects
+//! of many warehouses. Then the worker runs transactions of the TPC-C-like mix (new order 45 %,
 //! payment 43 %, order status 4 %, delivery 4 %, stock level 4 %):
 //!
 //! * lookups in its warehouse's trees are dependent loads (a path of [`TREE_DEPTH`] nodes) and
 //!   updates are read-modify-writes of private records;
 //! * new order and stock level read the shared, read-mostly item table; payment updates the
 //!   shared company object under a lock (one hot line written by every worker);
-//! * every transaction allocates short-lived objects by bumping its TLAB; a TLAB is taken from
-//!   the shared eden by an atomic bump of eden's top (a hot shared line), so eden pages are
-//!   first-touched by whichever worker's TLAB covers them. Each worker takes one TLAB per
-//!   round, in an order drawn per round (the timing of the atomic bumps): which worker gets
-//!   which part of eden, and which one touches a huge page first, varies, so a worker
-//!   allocates mostly in pages another worker touched first.
+//! * every transaction allocates short-lived objects by bumping its TLAB; a TLAB is taken at
+//!   eden's top by an atomic bump (a hot shared line).
+//!
+//! Every TLAB and PLAB is taken at its space's top when the thread reaches the request, by
+//! whichever thread asks next ([`Tops`]: the worker ends its fill before each request), as
+//! HotSpot's CAS on a space's top hands them out. So a huge page of eden or of the old
+//! generation is first touched by whichever thread's buffer reaches into it first, in
+//! proportion to the threads' allocation rates, and a thread running ahead of the others
+//! does not take every page beyond them.
 //!
 //! When eden is full, a stop-the-world young collection: every thread is a GC thread; GC
 //! thread g scans its share of the card table (old → young roots), traces the live objects of
-//! its share of eden (dependent loads, [`SURVIVAL`] of eden), copies them into its PLAB in the
-//! to-space survivor (first touch there by the GC thread), and every [`TENURE_GCS`]-th
-//! collection promotes the survivors into the old generation instead. Barriers open and close
-//! the pause. `pretouch=1` is `-XX:+AlwaysPreTouch`: thread 0 writes the whole heap first.
+//! its share of eden (dependent loads, [`SURVIVAL`] of eden), copies them into its PLABs in the
+//! to-space survivor ([`YOUNG_PLAB_BYTES`], first touch there by the GC thread), and every
+//! [`TENURE_GCS`]-th collection promotes the survivors into old-generation PLABs instead.
+//! Barriers open and close the pause. `pretouch=1` is `-XX:+AlwaysPreTouch`: thread 0 writes
+//! the whole heap first.
 
 use crate::emit::{Gen, Script, Span, SplitMix64, Status, CHUNK_OPS};
-use crate::kernel::{compute, Backlog};
+use crate::kernel::compute;
 use crate::spec::{Params, WorkloadError};
 use numalab_core::workload::{AccessKind, AddressSpace, MapOptions, Op, ThreadSpec, Workload};
 use numalab_core::TaskId;
+use std::sync::{Arc, Mutex};
 
 pub const NAME: &str = "jbb";
 pub const KEYS: &[&str] = &[
@@ -69,6 +73,9 @@ pub const CYCLES_PER_TXN: u64 = 3000;
 /// A GC thread's promotion buffer in the old generation: HotSpot's `OldPLABSize` default of
 /// 1024 heap words, 8 KiB.
 pub const OLD_PLAB_BYTES: u64 = 8192;
+/// A GC thread's copy buffer in the to-space survivor: HotSpot's `YoungPLABSize` default of
+/// 4096 heap words, 32 KiB.
+pub const YOUNG_PLAB_BYTES: u64 = 32 << 10;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Jbb {
@@ -144,6 +151,11 @@ impl Jbb {
     pub fn txns_per_cycle(&self) -> u64 {
         ((self.tlabs() / self.threads as u64) * (self.tlab / self.alloc)).max(1)
     }
+
+    /// PLABs each GC thread fills when the load's collection promotes the warehouses.
+    pub fn load_plabs(&self) -> u64 {
+        self.warehouse.div_ceil(OLD_PLAB_BYTES)
+    }
 }
 
 impl Workload for Jbb {
@@ -173,8 +185,10 @@ impl Workload for Jbb {
         let nt = self.threads as u64;
         // old: the warehouses, then room for every promotion of the run
         let cycles = self.transactions.div_ceil(self.txns_per_cycle());
-        let promoted = (cycles / TENURE_GCS + 1) * ((self.eden as f64 * SURVIVAL) as u64 + 64 * nt);
-        let old_bytes = nt * self.warehouse + promoted;
+        // each GC thread's last PLAB of a promotion may be partly used
+        let promoted = (cycles / TENURE_GCS + 1)
+            * ((self.eden as f64 * SURVIVAL) as u64 + (64 + OLD_PLAB_BYTES) * nt);
+        let old_bytes = nt * self.load_plabs() * OLD_PLAB_BYTES + promoted;
         let heap = Heap {
             eden: mem.mmap(task, "jbb.eden", self.eden, o()),
             survivor: [
@@ -186,6 +200,7 @@ impl Workload for Jbb {
             cards: mem.mmap(task, "jbb.cards", old_bytes.div_ceil(CARD_BYTES), o()),
             shared: mem.mmap(task, "jbb.shared", self.items * ITEM_BYTES + 4096, o()),
         };
+        let tops = Arc::new(Mutex::new(Tops::default()));
         (0..self.threads)
             .map(|t| {
                 let mut s = Script::new(PHASES);
@@ -226,16 +241,18 @@ impl Workload for Jbb {
                     heap,
                     t,
                     rng: SplitMix64::new(self.seed ^ (t as u64 + 1).wrapping_mul(0x006a_6262)),
+                    tops: Arc::clone(&tops),
+                    stage: Stage::Build {
+                        left: self.warehouse,
+                    },
                     done: 0,
                     in_cycle: 0,
                     tlab_left: 0,
                     tlab_addr: 0,
-                    tlabs_taken: 0,
+                    plab_left: 0,
+                    plab_addr: 0,
+                    cycle: 0,
                     gcs: 0,
-                    promotions: 0,
-                    phase_set: false,
-                    loaded: false,
-                    backlog: Backlog::default(),
                 });
                 ThreadSpec {
                     task,
@@ -246,29 +263,85 @@ impl Workload for Jbb {
     }
 }
 
+/// The tops of the heap's spaces, shared by every thread of the JVM: a TLAB or a PLAB is
+/// taken at its space's top by whichever thread asks next, as HotSpot's CAS on the top. A
+/// worker ends its fill before each request (`Status::Yield`) and the engine asks a thread
+/// for more ops only when it has run the previous ones, so buffers are handed out in the
+/// order the threads reach them: by simulated time across epochs, by the engine's run order
+/// within one (where the first-touch race of a huge page is still decided by time,
+/// sim/os/first_touch.rs). A static assignment (buffer k to thread k mod T, or an order drawn
+/// per round) handed a thread running ahead of the others every huge page beyond them, so one
+/// node took the old generation or eden whole, by a margin that moved with the epoch length.
+#[derive(Debug, Default)]
+struct Tops {
+    /// Bytes of eden taken in each cycle (index: collections before it, the load's included).
+    eden: Vec<u64>,
+    /// Bytes of the to-space survivor taken in each young collection (index: its number).
+    survivor: Vec<u64>,
+    /// Bytes of the old generation taken: the warehouses, then the promotions.
+    old: u64,
+}
+
+impl Tops {
+    fn take(v: &mut Vec<u64>, i: usize, bytes: u64) -> u64 {
+        if v.len() <= i {
+            v.resize(i + 1, 0);
+        }
+        let at = v[i];
+        v[i] += bytes;
+        at
+    }
+}
+
+/// What a worker emits next.
+#[derive(Copy, Clone, Debug)]
+enum Stage {
+    /// Building its warehouse in TLABs: bytes left.
+    Build { left: u64 },
+    /// The collection that ends the load: old-generation PLABs left to fill with the
+    /// warehouses' objects; `work` the tracing compute that follows.
+    Promote { left: u64, work: u64 },
+    /// Transactions.
+    Transactions,
+    /// A young collection: live objects of eden `[lo, hi)` (lines) left to copy, into the
+    /// survivor or, every `TENURE_GCS`-th collection, the old generation.
+    Copy {
+        left: u64,
+        live: u64,
+        lo: u64,
+        hi: u64,
+        promote: bool,
+    },
+}
+
 struct Worker {
     j: Jbb,
     heap: Heap,
     t: usize,
     rng: SplitMix64,
+    tops: Arc<Mutex<Tops>>,
+    stage: Stage,
     done: u64,
     /// Transactions since the last collection.
     in_cycle: u64,
     tlab_left: u64,
     tlab_addr: u64,
-    /// TLABs this worker took in the current cycle.
-    tlabs_taken: u64,
+    plab_left: u64,
+    plab_addr: u64,
+    /// Collections so far, the load's included: the eden cycle the worker allocates in.
+    cycle: u64,
+    /// Young collections so far.
     gcs: u64,
-    promotions: u64,
-    phase_set: bool,
-    /// The warehouse is built and promoted.
-    loaded: bool,
-    backlog: Backlog,
 }
 
 impl Worker {
     fn acc(out: &mut Vec<Op>, addr: u64, kind: AccessKind) {
         out.push(Op::Access { addr, kind });
+    }
+
+    fn tops(&self) -> std::sync::MutexGuard<'_, Tops> {
+        // a poisoned lock means another generator panicked: the run is over anyway
+        self.tops.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A lookup in one of the warehouse's trees: a path of dependent loads.
@@ -291,26 +364,29 @@ impl Worker {
         );
     }
 
-    /// Allocate `bytes` of short-lived objects in the TLAB (taking a new one when needed).
-    fn allocate(&mut self, out: &mut Vec<Op>, bytes: u64) {
+    /// A new TLAB at eden's top (wrapping where the load's warehouses overfill eden).
+    fn take_tlab(&mut self, out: &mut Vec<Op>) {
+        // the atomic bump of eden's top: a hot shared line
+        Self::acc(out, self.heap.shared, AccessKind::ReadModifyWrite);
+        let (cycle, tlab) = (self.cycle as usize, self.j.tlab);
+        let at = Tops::take(&mut self.tops().eden, cycle, tlab);
+        self.tlab_addr = self.heap.eden + (at / tlab % self.j.tlabs()) * tlab;
+        self.tlab_left = tlab;
+    }
+
+    /// Allocate up to `bytes` of objects in the TLAB, taking a new one when it is used up.
+    /// Returns the bytes allocated: all of them, or, where a further TLAB would be needed
+    /// after this fill's first request, what fits (the caller yields before the next).
+    fn allocate(&mut self, out: &mut Vec<Op>, bytes: u64) -> u64 {
         let mut left = bytes;
+        let mut taken = false;
         while left > 0 {
             if self.tlab_left == 0 {
-                // a new TLAB: atomic bump of eden's top. Every worker takes one TLAB per
-                // round; within a round the order of the bumps follows their timing, which
-                // the model draws per round (a rotation by a hash of the round and the
-                // collection count, the same for every worker, so each round is a
-                // permutation): no worker always gets the same place, nor always comes first
-                // in a huge page.
-                Self::acc(out, self.heap.shared, AccessKind::ReadModifyWrite);
-                let nt = self.j.threads as u64;
-                let round = self.tlabs_taken;
-                let shift = SplitMix64::new(self.j.seed ^ (self.gcs << 32) ^ round).below(nt);
-                let turn = (self.t as u64 + shift) % nt;
-                let idx = (round * nt + turn) % self.j.tlabs();
-                self.tlabs_taken += 1;
-                self.tlab_addr = self.heap.eden + idx * self.j.tlab;
-                self.tlab_left = self.j.tlab;
+                if taken {
+                    break;
+                }
+                self.take_tlab(out);
+                taken = true;
             }
             let n = left.min(self.tlab_left);
             let sp = Span::covering(self.tlab_addr, 0, n, AccessKind::Write);
@@ -324,6 +400,40 @@ impl Worker {
             self.tlab_left -= n;
             left -= n;
         }
+        bytes - left
+    }
+
+    /// A new PLAB at the top of the survivor of the current collection, or of the old
+    /// generation (the warehouses' area first, then the promotions', wrapping there).
+    fn take_plab(&mut self, promote: bool) {
+        let (bytes, gc) = if promote {
+            (OLD_PLAB_BYTES, 0)
+        } else {
+            (YOUNG_PLAB_BYTES, self.gcs as usize)
+        };
+        let at = {
+            let mut tops = self.tops();
+            if promote {
+                let at = tops.old;
+                tops.old += bytes;
+                at
+            } else {
+                Tops::take(&mut tops.survivor, gc, bytes)
+            }
+        };
+        self.plab_addr = if promote {
+            let area = self.j.threads as u64 * self.j.load_plabs() * OLD_PLAB_BYTES;
+            let room = (self.heap.old_bytes - area) / bytes * bytes;
+            if at < area || room == 0 {
+                self.heap.old + at % self.heap.old_bytes
+            } else {
+                self.heap.old + area + (at - area) % room
+            }
+        } else {
+            let to = self.heap.survivor[(self.gcs % 2) as usize];
+            to + (at / bytes) % (self.j.survivor / bytes).max(1) * bytes
+        };
+        self.plab_left = bytes;
     }
 
     fn transaction(&mut self, out: &mut Vec<Op>) {
@@ -377,29 +487,24 @@ impl Worker {
                 }
             }
         }
-        self.allocate(out, self.j.alloc);
+        let n = self.allocate(out, self.j.alloc);
+        debug_assert_eq!(n, self.j.alloc, "alloc <= tlab: one TLAB at most");
         out.push(compute(CYCLES_PER_TXN, CYCLES_PER_TXN * 2));
     }
 
-    /// The load, into the backlog: the worker allocates its warehouse's objects in its
-    /// TLABs, then, as GC thread t of the collection that ends the load, copies the live
-    /// objects of its share of the eden used (all of them) into its PLABs in the old
-    /// generation: PLAB k of the warehouses' area is GC thread k mod T's.
-    fn load(&mut self) {
+    /// The safepoint that ends the load: eden holds every warehouse; GC thread t traces its
+    /// share of the eden used (all of it alive), then copies a warehouse's worth into PLABs.
+    fn start_promote(&mut self, out: &mut Vec<Op>) {
         let nt = self.j.threads as u64;
         let g = self.t as u64;
-        let mut ops = Vec::new();
-        self.allocate(&mut ops, self.j.warehouse);
-        ops.push(compute(self.j.warehouse / 8, self.j.warehouse / 4));
-        ops.push(Op::Barrier); // eden holds every warehouse: the safepoint
-        ops.push(Op::Phase { id: PHASE_GC });
-        // trace and copy the eden share (read), into the PLABs (first touch of the old space)
+        out.push(Op::Barrier);
+        out.push(Op::Phase { id: PHASE_GC });
         let used_lines = (nt * self.j.warehouse).min(self.j.eden) / 64;
         let (lo, hi) = (used_lines * g / nt, used_lines * (g + 1) / nt);
         let mut at = lo;
         while at < hi {
             let n = (hi - at).min(u32::MAX as u64 / 2);
-            ops.push(Op::Run {
+            out.push(Op::Run {
                 base: self.heap.eden + at * 64,
                 lines: n as u32,
                 stride_bytes: 64,
@@ -407,34 +512,19 @@ impl Worker {
             });
             at += n;
         }
-        let plabs = (nt * self.j.warehouse).div_ceil(OLD_PLAB_BYTES);
-        let mut k = g;
-        while k < plabs {
-            ops.push(Op::Run {
-                base: self.heap.old + k * OLD_PLAB_BYTES,
-                lines: (OLD_PLAB_BYTES / 64) as u32,
-                stride_bytes: 64,
-                kind: AccessKind::Write,
-            });
-            k += nt;
-        }
-        ops.push(compute((hi - lo) * 30, (hi - lo) * 40));
-        ops.push(Op::Barrier); // end of the pause
-        for op in ops {
-            self.backlog.push(op);
-        }
-        self.tlabs_taken = 0;
-        self.tlab_left = 0;
+        self.stage = Stage::Promote {
+            left: self.j.load_plabs(),
+            work: hi - lo,
+        };
     }
 
-    /// This thread's part of a young collection, into the backlog (it can exceed a chunk).
-    fn collect(&mut self) {
+    /// The safepoint of a young collection: GC thread t scans its share of the card table
+    /// (old → young roots), then copies the live objects of its share of eden.
+    fn start_collect(&mut self, out: &mut Vec<Op>) {
         let nt = self.j.threads as u64;
         let g = self.t as u64;
-        let b = &mut self.backlog;
-        b.push(Op::Barrier); // safepoint: every worker stopped
-        b.push(Op::Phase { id: PHASE_GC });
-        // roots: the share of the card table
+        out.push(Op::Barrier);
+        out.push(Op::Phase { id: PHASE_GC });
         let cards = self.heap.old_bytes.div_ceil(CARD_BYTES);
         let sp = Span::covering(
             self.heap.cards,
@@ -443,83 +533,132 @@ impl Worker {
             AccessKind::Read,
         );
         if sp.lines > 0 {
-            b.push(Op::Run {
+            out.push(Op::Run {
                 base: sp.addr,
                 lines: sp.lines as u32,
                 stride_bytes: 64,
                 kind: sp.kind,
             });
         }
-        // trace the live objects of the eden share, copy them to survivor or old space
         let eden_lines = self.j.eden / 64;
         let (lo, hi) = (eden_lines * g / nt, eden_lines * (g + 1) / nt);
         let live = ((hi - lo) as f64 * SURVIVAL) as u64;
-        let promote = (self.gcs + 1).is_multiple_of(TENURE_GCS);
-        let promo_base = self.heap.old + nt * self.j.warehouse;
-        let (dest, cap_lines, first) = if promote {
-            let cap = ((self.heap.old_bytes - nt * self.j.warehouse) / 64).max(1);
-            (promo_base, cap, self.promotions * live * nt + g * live)
-        } else {
-            let to = self.heap.survivor[(self.gcs % 2) as usize];
-            (to, (self.j.survivor / 64).max(1), g * live)
+        self.stage = Stage::Copy {
+            left: live,
+            live,
+            lo,
+            hi,
+            promote: (self.gcs + 1).is_multiple_of(TENURE_GCS),
         };
-        for i in 0..live {
-            let a = self.heap.eden + (lo + self.rng.below(hi - lo)) * 64;
-            b.push(Op::Access {
-                addr: a,
-                kind: AccessKind::DependentRead,
-            });
-            b.push(Op::Access {
-                addr: dest + ((first + i) % cap_lines) * 64,
-                kind: AccessKind::Write,
-            });
-        }
-        b.push(compute(live * 30, live * 40));
-        self.gcs += 1;
-        if promote {
-            self.promotions += 1;
-        }
-        b.push(Op::Barrier); // end of the pause
-        b.push(Op::Phase { id: PHASE_TXN });
+        self.plab_left = 0;
+    }
+
+    /// The end of a pause: the closing barrier, and a fresh TLAB in the next cycle.
+    fn end_pause(&mut self, out: &mut Vec<Op>) {
+        out.push(Op::Barrier);
+        out.push(Op::Phase { id: PHASE_TXN });
+        self.cycle += 1;
         self.in_cycle = 0;
-        self.tlabs_taken = 0;
         self.tlab_left = 0;
+        self.plab_left = 0;
+        self.stage = Stage::Transactions;
     }
 }
 
 impl Gen for Worker {
     fn emit(&mut self, out: &mut Vec<Op>) -> Status {
-        if !self.backlog.is_empty() && self.backlog.drain(out) {
-            return Status::More;
-        }
-        if !self.loaded {
-            self.loaded = true;
-            self.load();
-            if self.backlog.drain(out) {
-                return Status::More;
-            }
-        }
-        if !self.phase_set {
-            out.push(Op::Phase { id: PHASE_TXN });
-            self.phase_set = true;
-        }
-        let per_cycle = self.j.txns_per_cycle();
-        while self.done < self.j.transactions {
+        loop {
             if out.len() >= CHUNK_OPS {
                 return Status::More;
             }
-            if self.in_cycle == per_cycle {
-                // eden is full: every worker reaches the safepoint after the same count
-                self.collect();
-                if self.backlog.drain(out) {
-                    return Status::More;
+            match self.stage {
+                Stage::Build { left } => {
+                    if left == 0 {
+                        self.start_promote(out);
+                        continue;
+                    }
+                    // one TLAB's worth per fill: the next TLAB is taken when it is reached
+                    if self.tlab_left == 0 && !out.is_empty() {
+                        return Status::Yield;
+                    }
+                    let n = self.allocate(out, left);
+                    out.push(compute(n / 8, n / 4));
+                    self.stage = Stage::Build { left: left - n };
                 }
-                continue;
+                Stage::Promote { left, work } => {
+                    if left == 0 {
+                        out.push(compute(work * 30, work * 40));
+                        self.end_pause(out);
+                        continue;
+                    }
+                    if !out.is_empty() {
+                        return Status::Yield;
+                    }
+                    // the warehouses' objects, all alive, written into the next PLAB
+                    self.take_plab(true);
+                    out.push(Op::Run {
+                        base: self.plab_addr,
+                        lines: (OLD_PLAB_BYTES / 64) as u32,
+                        stride_bytes: 64,
+                        kind: AccessKind::Write,
+                    });
+                    self.plab_left = 0;
+                    self.stage = Stage::Promote {
+                        left: left - 1,
+                        work,
+                    };
+                }
+                Stage::Transactions => {
+                    if self.done == self.j.transactions {
+                        return Status::Done;
+                    }
+                    if self.in_cycle == self.j.txns_per_cycle() {
+                        // eden is full: every worker reaches the safepoint after the same count
+                        self.start_collect(out);
+                        continue;
+                    }
+                    if self.tlab_left < self.j.alloc && !out.is_empty() {
+                        // this transaction takes a TLAB: when the worker reaches it
+                        return Status::Yield;
+                    }
+                    self.transaction(out);
+                    self.in_cycle += 1;
+                    self.done += 1;
+                }
+                Stage::Copy {
+                    left,
+                    live,
+                    lo,
+                    hi,
+                    promote,
+                } => {
+                    if left == 0 {
+                        out.push(compute(live * 30, live * 40));
+                        self.gcs += 1;
+                        self.end_pause(out);
+                        continue;
+                    }
+                    if self.plab_left == 0 {
+                        if !out.is_empty() {
+                            return Status::Yield;
+                        }
+                        self.take_plab(promote);
+                    }
+                    // trace one live object of the eden share and copy it into the PLAB
+                    let a = self.heap.eden + (lo + self.rng.below(hi - lo)) * 64;
+                    Self::acc(out, a, AccessKind::DependentRead);
+                    Self::acc(out, self.plab_addr, AccessKind::Write);
+                    self.plab_addr += 64;
+                    self.plab_left -= 64;
+                    self.stage = Stage::Copy {
+                        left: left - 1,
+                        live,
+                        lo,
+                        hi,
+                        promote,
+                    };
+                }
             }
-            self.transaction(out);
-            self.in_cycle += 1;
-            self.done += 1;
         }
-        Status::Done
     }
 }

@@ -1182,8 +1182,45 @@ fn ssca2_builds_the_csr_and_runs_real_bfs() {
 
 // --- SPECjbb-like ------------------------------------------------------------------------------
 
+/// Every op of each thread, the threads' fills taken in turn (one fill each per round), as
+/// the engine asks for them when threads advance together.
+fn interleave(specs: &mut [numalab_core::workload::ThreadSpec]) -> Vec<Vec<Op>> {
+    let mut all = vec![Vec::new(); specs.len()];
+    let mut live = vec![true; specs.len()];
+    let mut buf = Vec::new();
+    while live.iter().any(|l| *l) {
+        for (t, s) in specs.iter_mut().enumerate() {
+            if live[t] {
+                buf.clear();
+                live[t] = s.program.fill(&mut buf);
+                all[t].extend_from_slice(&buf);
+            }
+        }
+    }
+    all
+}
+
+/// The PLABs thread ops wrote in the warehouses' area of the old generation (the load's
+/// promotion), as offsets in PLABs from its start.
+fn jbb_load_plabs(ops: &[Op], old: u64, area: u64) -> Vec<u64> {
+    use numalab_workloads::jbb::OLD_PLAB_BYTES;
+    ops.iter()
+        .filter_map(|op| match *op {
+            Op::Run {
+                base,
+                kind: AccessKind::Write,
+                ..
+            } if (old..old + area).contains(&base) => {
+                assert_eq!((base - old) % OLD_PLAB_BYTES, 0, "PLABs are aligned");
+                Some((base - old) / OLD_PLAB_BYTES)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
-fn jbb_tlabs_first_touch_eden_round_robin_and_gc_copies_survivors() {
+fn jbb_buffers_are_taken_at_the_tops_in_the_order_threads_ask() {
     use numalab_workloads::jbb::{OLD_PLAB_BYTES, PHASE_GC, PHASE_LOAD};
     let spec =
         "jbb:eden=4M,survivor=1M,warehouse=1M,items=1000,tlab=64K,alloc=2K,transactions=3000";
@@ -1201,25 +1238,44 @@ fn jbb_tlabs_first_touch_eden_round_robin_and_gc_copies_survivors() {
         let reads = s.reads + s.dependent_reads + s.rmws;
         assert!(reads > s.writes, "transactions are read-mostly");
     }
-    let (_, _, mut specs) = build(spec, threads);
     let eden = space.by_name("jbb.eden").unwrap().start;
     let shared = space.by_name("jbb.shared").unwrap().start;
     let s0 = space.by_name("jbb.survivor0").unwrap();
     let old = space.by_name("jbb.old").unwrap().start;
-    let warehouses = old..old + 2 * (1 << 20);
+    let area = 2 * (1 << 20);
+    let plabs_each = (1 << 20) / OLD_PLAB_BYTES;
+
+    // threads advancing together: the old generation's top hands the PLABs out as they are
+    // asked for, so the two GC threads' PLABs alternate through the warehouses' area
+    let (_, _, mut specs) = build(spec, threads);
+    let ops = interleave(&mut specs);
+    let mut owner = vec![usize::MAX; 2 * plabs_each as usize];
+    for (t, ops) in ops.iter().enumerate() {
+        let plabs = jbb_load_plabs(ops, old, area);
+        assert_eq!(plabs.len() as u64, plabs_each, "a warehouse's worth each");
+        for k in plabs {
+            assert_eq!(owner[k as usize], usize::MAX, "PLAB {k} taken twice");
+            owner[k as usize] = t;
+        }
+    }
+    let switches = owner.windows(2).filter(|w| w[0] != w[1]).count();
+    assert!(
+        switches > owner.len() / 2,
+        "PLABs alternate between the threads: {switches} switches in {}",
+        owner.len()
+    );
     // per worker, per cycle since the load: the eden TLABs it allocated in
     let mut tlabs: Vec<std::collections::BTreeMap<u64, std::collections::BTreeSet<u64>>> =
         vec![Default::default(); threads];
-    for (t, s) in specs.iter_mut().enumerate() {
-        let ops = drain(s);
+    let warehouses = old..old + area;
+    for (t, ops) in ops.iter().enumerate() {
         // the worker never writes its warehouse in place: it allocates it in eden, and the
         // promoting collection copies it, each GC thread into its own PLABs
-        assert!(!phase_ops(&ops, PHASE_LOAD).iter().any(
+        assert!(!phase_ops(ops, PHASE_LOAD).iter().any(
             |op| matches!(op, Op::Run { base, .. } | Op::Access { addr: base, .. } if warehouses.contains(base))
         ));
-        let mut plabs = 0;
         let (mut company, mut gcs_seen) = (0, 0u64);
-        for op in &ops {
+        for op in ops {
             match *op {
                 Op::Phase { id } if id == PHASE_GC => gcs_seen += 1,
                 Op::Run {
@@ -1227,9 +1283,7 @@ fn jbb_tlabs_first_touch_eden_round_robin_and_gc_copies_survivors() {
                     kind: AccessKind::Write,
                     ..
                 } if warehouses.contains(&base) => {
-                    assert_eq!(gcs_seen, 1, "written by the collection that ends the load");
-                    assert_eq!((base - old) / OLD_PLAB_BYTES % 2, t as u64, "PLABs in turn");
-                    plabs += 1;
+                    assert_eq!(gcs_seen, 1, "written by the collection that ends the load")
                 }
                 Op::Run {
                     base,
@@ -1246,27 +1300,32 @@ fn jbb_tlabs_first_touch_eden_round_robin_and_gc_copies_survivors() {
                 _ => {}
             }
         }
-        assert_eq!(plabs, (2 << 20) / OLD_PLAB_BYTES / 2, "half the PLABs each");
         assert!(
             company > 3000 / 3,
             "payments lock the shared company object: {company}"
         );
-        let gc = phase_ops(&ops, PHASE_GC);
+        let gc = phase_ops(ops, PHASE_GC);
         assert!(gc.iter().any(|op| matches!(op, Op::Access { addr, kind: AccessKind::Write } if (s0.start..s0.start + s0.bytes).contains(addr))));
     }
-    // each round hands every worker one TLAB, two workers never the same one in a cycle,
-    // and the order varies: worker 0 gets both even and odd slots
+    // two workers never get the same TLAB in a cycle, and together they use every TLAB of
+    // eden once in each full cycle (the last, 952 transactions each, is not)
     for (cycle, mine) in &tlabs[0] {
         let theirs = &tlabs[1][cycle];
         assert!(mine.is_disjoint(theirs), "cycle {cycle}");
+        if *cycle < 3 {
+            assert_eq!(mine.len() + theirs.len(), 64, "cycle {cycle}");
+        }
     }
-    let parities: std::collections::BTreeSet<u64> =
-        tlabs[0].values().flatten().map(|i| i % 2).collect();
-    assert_eq!(
-        parities.len(),
-        2,
-        "the TLAB order varies from round to round"
-    );
+
+    // a thread that runs ahead of the other takes the buffers at the top: drained first,
+    // thread 0 gets the warehouses' first half, thread 1 the rest (no buffer is reserved for
+    // a thread that has not asked yet)
+    let (_, _, mut specs) = build(spec, threads);
+    let first = jbb_load_plabs(&drain(&mut specs[0]), old, area);
+    let second = jbb_load_plabs(&drain(&mut specs[1]), old, area);
+    assert_eq!(first, (0..plabs_each).collect::<Vec<_>>());
+    assert_eq!(second, (plabs_each..2 * plabs_each).collect::<Vec<_>>());
+
     let msg = by_spec("jbb:tlab=1K", 2).err().unwrap().to_string();
     assert!(msg.contains("4K <= tlab"), "{msg}");
 }
