@@ -14,7 +14,7 @@ use crate::hw::private_cache::{Build, On, PrivateCache, PrivateLayout};
 use crate::hw::smt::Cores;
 use crate::hw::store_buffer::StoreBuffer;
 use crate::hw::tlb::{Tlb, TlbOutcome};
-use crate::memsys::MemSys;
+use crate::memsys::{EpochEnd, MemSys};
 use crate::os::first_touch::Touch;
 use crate::os::mmap_lock::MmapLock;
 use crate::os::{MigrateReport, Os, OsError};
@@ -238,6 +238,9 @@ struct Thread {
     /// (`Simulator::wait_for_backlogs`).
     epoch_zero_lines: u64,
     epoch_dram_start: u64,
+    /// The memory lines it put on the memory system in the current epoch, per memory node
+    /// (`memsys::requester_lines`): its share of a backlog's wait (`wait_for_backlogs`).
+    epoch_lines: Vec<u64>,
     /// The huge page its fault is zeroing, written over the fault's time (`zero_fill`), and
     /// whether it wrote some in the current epoch (a thread ahead in its fault waits for
     /// the backlog it joins: `wait_for_backlogs`).
@@ -296,6 +299,8 @@ enum Daemon {
 
 /// Shared state every access touches.
 struct Shared {
+    /// The machine's nodes (`n` of the per-node arrays).
+    nodes: usize,
     os: Os,
     llc: Vec<SetAssocCache>,
     mem: MemSys,
@@ -475,6 +480,7 @@ impl Simulator {
                     zeroed_in_epoch: false,
                     epoch_faults: 0,
                     epoch_dram_start: 0,
+                    epoch_lines: crate::memsys::requester_lines(machine.topology.num_nodes()),
                     s: ThreadStats {
                         thread: i as u32,
                         task: spec.task.0,
@@ -547,6 +553,7 @@ impl Simulator {
         };
         let va_end = os.va_end();
         let sh = Shared {
+            nodes: machine.topology.num_nodes(),
             mmap_lock,
             mem: MemSys::new(machine, &routes),
             directory: machine
@@ -648,7 +655,7 @@ impl Simulator {
                 }
             }
             if !self.sh.os.first_touch.is_empty() {
-                self.sh.os.end_first_touch_epoch(end, &self.sh.p.fault_ns);
+                self.sh.os.end_first_touch_epoch(end);
             }
             if !self.sh.os.migrating.is_empty() {
                 self.sh.os.end_migrations(end);
@@ -659,7 +666,7 @@ impl Simulator {
                 }
             }
             let served = self.sh.mem.end_epoch(epoch);
-            self.wait_for_backlogs(end, &served.stall_until_ns, &clocks_at_start);
+            self.wait_for_backlogs(end, &served, &clocks_at_start);
             self.wait_for_mmap_lock(end, epoch);
             let bytes = served.ctrl_bytes;
             for (n, b) in bytes.iter().enumerate() {
@@ -729,17 +736,27 @@ impl Simulator {
     }
 
     /// Threads that ran in the epoch ending at `end` cannot have the data they asked for
-    /// before the backlogs their node's traffic joined are served (docs/model.md, "Memory
-    /// system"): their clocks move to `end + stall_until_ns[node]`, the wait counted as
-    /// memory time. Threads that did not run (held back already, or waiting all along) keep
+    /// before the backlogs their traffic joined are served (docs/model.md, "Memory system"):
+    /// each one's clock moves to `end +` its share of those waits by its own lines
+    /// (`MemSys::requester_waits`), the wait counted as memory time. Threads that did not run (held back already, or waiting all along) keep
     /// theirs.
-    fn wait_for_backlogs(&mut self, end: f64, stall_until_ns: &[f64], clocks_at_start: &[f64]) {
-        for (th, &before) in self.threads.iter_mut().zip(clocks_at_start) {
-            let until = end + stall_until_ns[th.node];
+    fn wait_for_backlogs(&mut self, end: f64, served: &EpochEnd, clocks_at_start: &[f64]) {
+        let stall_ns = if served.any_wait() {
+            let requesters: Vec<(usize, &[u64])> = self
+                .threads
+                .iter()
+                .map(|th| (th.node, th.epoch_lines.as_slice()))
+                .collect();
+            self.sh.mem.requester_waits(served, &requesters)
+        } else {
+            vec![0.0; self.threads.len()]
+        };
+        for ((th, &before), &stall) in self.threads.iter_mut().zip(clocks_at_start).zip(&stall_ns) {
+            let until = end + stall;
             // a thread in a fault that zeroed in this epoch issued traffic in it
             let zeroed = std::mem::take(&mut th.zeroed_in_epoch);
             let issued = th.clock != before || zeroed;
-            if stall_until_ns[th.node] > 0.0 && issued && th.clock < until {
+            if stall > 0.0 && issued && th.clock < until {
                 // the share of the thread's lines that zeroed its faults' huge pages is time
                 // in the fault handler; the rest waits for its own data
                 let dram = th.s.dram_local + th.s.dram_remote;
@@ -753,6 +770,7 @@ impl Simulator {
             }
             th.epoch_zero_lines = 0;
             th.epoch_dram_start = th.s.dram_local + th.s.dram_remote;
+            th.epoch_lines.iter_mut().for_each(|x| *x = 0);
         }
     }
 
@@ -1891,7 +1909,7 @@ fn hierarchy<B: Build>(
                         sh.llc[node].access(ev.line, true, ev.meta)
                     {
                         if e2.dirty {
-                            write_back(sh, node, e2.line, e2.meta as usize);
+                            write_back(sh, th, node, e2.line, e2.meta as usize);
                         }
                     }
                 }
@@ -1901,15 +1919,17 @@ fn hierarchy<B: Build>(
                 CacheOutcome::Miss { evicted } => {
                     if let Some(ev) = evicted {
                         if ev.dirty {
-                            write_back(sh, node, ev.line, ev.meta as usize);
+                            write_back(sh, th, node, ev.line, ev.meta as usize);
                         }
                     }
                     th.s.llc_misses += 1;
                     sh.mem.read(node, home);
+                    th.epoch_lines[home] += 1;
                     if home != node {
                         if let Some(dir) = &mut sh.directory {
                             if dir.remote_read(line, home) {
                                 sh.mem.directory_write(node, home);
+                                th.epoch_lines[2 * sh.nodes + home] += 1;
                             }
                         }
                     }
@@ -1929,10 +1949,12 @@ fn hierarchy<B: Build>(
 }
 
 /// A dirty line evicted from node `node`'s LLC goes back to its home; the write stores the
-/// line's directory state I (hw/memory_directory.rs).
+/// line's directory state I (hw/memory_directory.rs). It counts as the line of the thread
+/// whose miss evicted it.
 #[inline(always)]
-fn write_back(sh: &mut Shared, node: usize, line: u64, home: usize) {
+fn write_back(sh: &mut Shared, th: &mut Thread, node: usize, line: u64, home: usize) {
     sh.mem.write_back(node, home);
+    th.epoch_lines[sh.nodes + home] += 1;
     if let Some(dir) = &mut sh.directory {
         dir.write_back(line);
     }
@@ -2022,21 +2044,31 @@ fn drain_stores(th: &mut Thread) {
 /// model"): a huge page's clearing is write traffic to its node, counted as this thread's,
 /// written evenly over the fault's time (`write_zeroing` puts each epoch's share on the
 /// controller). A 4 KiB page's lines stay in the cache it was cleared through (its memory
-/// traffic is the reads and write-backs of the program's own accesses to it).
-fn zero_fill(th: &mut Thread, sh: &mut Shared, node: usize, size: PageSize) {
+/// traffic is the reads and write-backs of the program's own accesses to it). Returns the
+/// fault's time: the preset's fault cost, or the core's time to write a huge page where
+/// that is longer.
+fn zero_fill(th: &mut Thread, sh: &mut Shared, node: usize, size: PageSize) -> f64 {
+    let fault_ns = sh.p.fault_ns[size.index()];
     if size == PageSize::Base4K {
-        return;
+        return fault_ns;
     }
     // a fault starts after the thread's previous one ended: what is left of that one's
     // zeroing lies before this instant
     write_zeroing(th, sh, f64::INFINITY);
+    // clear_huge_page is the core's stores: at most its lines in flight, each taking the
+    // path's latency (`L / C` a line, as any store stream; a 6164 HE core streams 9.5 GB/s,
+    // AT10, so 2 MiB take 220 µs there), never faster than the preset's fault cost
+    let lines = (size.bytes() / 64) as f64;
+    let pace_ns = lines * sh.mem.read_latency_ns(th.node, node) * sh.p.inv_conc;
+    let ns = fault_ns.max(pace_ns);
     th.zeroing = Some(Zeroing {
         node,
         bytes: size.bytes(),
         from_ns: th.clock,
-        until_ns: th.clock + sh.p.fault_ns[size.index()],
+        until_ns: th.clock + ns,
         written: 0,
     });
+    ns
 }
 
 /// Put on the memory system the bytes the thread's zeroing wrote by `t_ns`; returns whether
@@ -2055,6 +2087,7 @@ fn write_zeroing(th: &mut Thread, sh: &mut Shared, t_ns: f64) -> bool {
     }
     sh.mem.zero_fill(th.node, node, bytes);
     th.epoch_zero_lines += bytes / 64;
+    th.epoch_lines[sh.nodes + node] += bytes / 64;
     true
 }
 
@@ -2070,11 +2103,7 @@ fn fresh_touch(
     cost: &mut f64,
 ) -> crate::os::pagetable::Pte {
     let start = pte.size().align_down(addr);
-    match sh
-        .os
-        .first_touch
-        .touched(start, th.id, th.clock, &sh.p.fault_ns)
-    {
+    match sh.os.first_touch.touched(start, th.id, th.clock) {
         None => pte,
         Some(Touch::WaitUntil(done)) => {
             // the page lock holds this thread until the owner's fault ends
@@ -2089,8 +2118,8 @@ fn fresh_touch(
             sh.os
                 .take_over_fresh(start, take.size, NodeId(th.node as u16));
             let now = sh.os.pt.get(addr);
-            zero_fill(th, sh, now.node(), take.size);
-            let ns = sh.p.fault_ns[take.size.index()];
+            let ns = zero_fill(th, sh, now.node(), take.size);
+            sh.os.first_touch.fault_ends(start, th.clock + ns);
             sh.mmap_lock.fault(th.task.index(), th.node);
             th.epoch_faults += 1;
             th.s.fault_ns += ns;
@@ -2267,11 +2296,10 @@ fn slow_path_after_wait(
     let local = NodeId(th.node as u16);
     if !pte.present() {
         let f = sh.os.fault(th.task, addr, local)?;
+        let ns = zero_fill(th, sh, f.node.index(), f.size);
         if f.local_rule {
-            sh.os.mark_fresh(&f, th.id, th.clock);
+            sh.os.mark_fresh(&f, th.id, th.clock, th.clock + ns);
         }
-        zero_fill(th, sh, f.node.index(), f.size);
-        let ns = sh.p.fault_ns[f.size.index()];
         sh.mmap_lock.fault(th.task.index(), th.node);
         th.epoch_faults += 1;
         th.s.faults += 1;

@@ -7,8 +7,9 @@
 //! **backlog** of bytes offered beyond what it could serve (a fluid queue): it serves at most
 //! its capacity in an epoch, and exactly its capacity while a backlog is left. The requesters
 //! whose traffic went into a backlog cannot have their data before it is served, so
-//! [`MemSys::end_epoch`] returns, per requesting node, how long after the epoch's end its
-//! threads must wait ([`EpochEnd::stall_until_ns`]); the engine holds those threads back.
+//! [`MemSys::end_epoch`] returns each resource's backlog wait ([`EpochEnd`]) and
+//! [`MemSys::requester_waits`] how long after the epoch's end each requesting thread must
+//! wait, by its share of the lines; the engine holds those threads back.
 //! Nothing feeds on its own output: the backlog grows by at most one epoch's excess and its
 //! requesters stop issuing until it is served, so the wait cannot grow geometrically, and an
 //! epoch of any length delivers the same bytes per unit of time.
@@ -26,9 +27,27 @@ const DEMAND_TAU_NS: f64 = 10_000.0;
 pub struct EpochEnd {
     /// Controller bytes offered in the epoch, per node (for timelines).
     pub ctrl_bytes: Vec<f64>,
-    /// Per requesting CPU node: how long after the epoch's end the threads that issued
-    /// traffic from it wait for the backlogs their traffic joined (0: none).
-    pub stall_until_ns: Vec<f64>,
+    /// How long after the epoch's end each controller's backlog takes to serve (0: none).
+    pub ctrl_wait_ns: Vec<f64>,
+    /// The same per link slot.
+    pub link_wait_ns: Vec<f64>,
+}
+
+impl EpochEnd {
+    /// Whether any resource was left with a backlog.
+    pub fn any_wait(&self) -> bool {
+        self.ctrl_wait_ns
+            .iter()
+            .chain(&self.link_wait_ns)
+            .any(|w| *w > 0.0)
+    }
+}
+
+/// The memory lines one requester (a thread) put on the memory system in an epoch, per
+/// memory node `d`: reads (load misses, RFOs) `[d]`, writes (write-backs, zeroing) `[n + d]`,
+/// directory writes its reads caused `[2n + d]`.
+pub fn requester_lines(n: usize) -> Vec<u64> {
+    vec![0; 3 * n]
 }
 
 pub struct MemSys {
@@ -95,8 +114,6 @@ pub struct MemSys {
     epoch_writes: Vec<u64>,
     /// Directory writes caused by CPU node s's reads on memory node d this epoch: the
     /// controller's lines only (they cross no link and see no path latency).
-    epoch_dir_writes: Vec<u64>,
-
     // cumulative counters (reads of the current epoch are added by `end_epoch`; the
     // accessors below include them)
     ctrl_read_bytes: Vec<u64>,
@@ -185,7 +202,6 @@ impl MemSys {
             epoch_zero_ctrl_bytes: vec![0; n],
             epoch_zero_link_bytes: vec![0.0; slots],
             epoch_writes: vec![0; n * n],
-            epoch_dir_writes: vec![0; n * n],
             copy_pending_bytes: vec![0.0; n * n],
             // MB/s = 1e6 bytes per 1e9 ns
             copy_bytes_per_ns: m.os.kernel_copy_mbps / 1000.0,
@@ -298,7 +314,7 @@ impl MemSys {
         self.epoch_ctrl_bytes[d] += b;
         self.ctrl_write_bytes[d] += b;
         self.directory_write_bytes[d] += b;
-        self.epoch_dir_writes[s * self.n + d] += 1;
+        let _ = s;
     }
 
     /// Account the zeroing of a freshly allocated folio of `bytes` on memory node `d` by a
@@ -371,7 +387,7 @@ impl MemSys {
         let line = self.line_bytes as u64;
         let weight = 1.0 - (-epoch_ns / DEMAND_TAU_NS).exp();
         // Lines each requesting node s put on each controller d (reads and write-backs):
-        // `from[s * n + d]`, to share a backlog's wait among the requesters that made it.
+        // `from[s * n + d]`, to weigh each resource's requesters' path latencies.
         let mut from = vec![0u64; n * n];
         let ctrl_bytes: Vec<f64> = (0..n)
             .map(|d| {
@@ -460,35 +476,68 @@ impl MemSys {
             self.link_util[l] = settle(demand, |v| rest + hop * shape.at(v));
             self.link_util_max[l] = self.link_util_max[l].max(self.link_util[l]);
         }
-        // A backlog's wait falls on the requesters that made it, in proportion to their share
-        // of its traffic: the largest requester waits it all (the resource is busy with its
-        // lines until then), one that sent a tenth as much a tenth of it. A node's threads wait
-        // for the longest such share of the controllers and links they used.
-        let mut stall_until_ns = vec![0.0f64; n];
-        let mut share_wait = |wait: f64, by_node: &[u64]| {
-            let top = by_node.iter().copied().max().unwrap_or(0);
-            if wait <= 0.0 || top == 0 {
-                return;
-            }
-            for (s, &b) in by_node.iter().enumerate() {
-                let w = wait * b as f64 / top as f64;
-                stall_until_ns[s] = stall_until_ns[s].max(w);
-            }
-        };
-        for d in 0..n {
-            let by_node: Vec<u64> = (0..n)
-                .map(|s| from[s * n + d] + std::mem::take(&mut self.epoch_dir_writes[s * n + d]))
-                .collect();
-            share_wait(ctrl_wait_ns[d], &by_node);
-        }
-        for l in 0..slots {
-            share_wait(link_wait_ns[l], &link_from[l * n..(l + 1) * n]);
-        }
         self.recompute_latencies();
         EpochEnd {
             ctrl_bytes,
-            stall_until_ns,
+            ctrl_wait_ns,
+            link_wait_ns,
         }
+    }
+
+    /// How long after the epoch's end each requester waits for the backlogs its lines joined
+    /// (`requesters`: each one's CPU node and its lines, [`requester_lines`]). A backlog's
+    /// wait falls on the requesters that made it, in proportion to their share of its lines:
+    /// the largest requester waits it all (the resource is busy with its lines until then),
+    /// one that sent a tenth as much a tenth of it; a requester waits for the longest such
+    /// share of the controllers and links it used. Requesters are threads: a thread of a node
+    /// whose other thread saturates a controller (zeroing a huge page at its fault, say)
+    /// waits for its own lines' share only, not for the whole node's.
+    pub fn requester_waits(&self, end: &EpochEnd, requesters: &[(usize, &[u64])]) -> Vec<f64> {
+        let n = self.n;
+        let slots = end.link_wait_ns.len();
+        // each requester's lines on each controller, then on each link slot
+        let per: Vec<Vec<u64>> = requesters
+            .iter()
+            .map(|&(s, lines)| {
+                let mut v = vec![0u64; n + slots];
+                for d in 0..n {
+                    let (r, w, dir) = (lines[d], lines[n + d], lines[2 * n + d]);
+                    v[d] = r + w + dir;
+                    if s == d {
+                        continue;
+                    }
+                    for &l in &self.read_slots[s * n + d] {
+                        v[n + l as usize] += r;
+                    }
+                    for &l in &self.write_slots[s * n + d] {
+                        v[n + l as usize] += w;
+                    }
+                }
+                v
+            })
+            .collect();
+        let waits: Vec<f64> = end
+            .ctrl_wait_ns
+            .iter()
+            .chain(&end.link_wait_ns)
+            .copied()
+            .collect();
+        let mut top = vec![0u64; n + slots];
+        for v in &per {
+            for (t, &x) in top.iter_mut().zip(v) {
+                *t = (*t).max(x);
+            }
+        }
+        per.iter()
+            .map(|v| {
+                v.iter()
+                    .zip(&top)
+                    .zip(&waits)
+                    .filter(|((&x, &t), &w)| x > 0 && t > 0 && w > 0.0)
+                    .map(|((&x, &t), &w)| w * x as f64 / t as f64)
+                    .fold(0.0, f64::max)
+            })
+            .collect()
     }
 
     /// Current settled utilisation of each controller (0..1).
@@ -652,6 +701,36 @@ mod tests {
     }
 
     #[test]
+    fn a_backlog_wait_falls_on_each_thread_by_its_own_lines() {
+        // two threads of node 0 load controller 0 beyond its capacity: one with ten times
+        // the other's lines (a huge page's zeroing, say). The heavy one waits the whole
+        // backlog, the light one a tenth of it, a thread of node 1 that used no backlogged
+        // resource nothing: requesters are threads, not nodes
+        let m = numalab_machine::preset("xeon-x5650-2n").unwrap();
+        let routes = Routes::compute(m.topology.num_nodes(), &m.links).unwrap();
+        let mut ms = MemSys::new(&m, &routes);
+        let n = m.topology.num_nodes();
+        let epoch = 20_000.0;
+        let cap_lines = (m.nodes[0].ctrl_peak_gbps * epoch / 64.0) as u64;
+        let (heavy, light) = (2 * cap_lines, cap_lines / 5);
+        for _ in 0..heavy + light {
+            ms.read(0, 0);
+        }
+        let (mut a, mut b, c) = (requester_lines(n), requester_lines(n), requester_lines(n));
+        a[0] = heavy;
+        b[0] = light;
+        let end = ms.end_epoch(epoch);
+        assert!(end.any_wait());
+        let w = ms.requester_waits(&end, &[(0, &a), (0, &b), (1, &c)]);
+        assert!(w[0] > 0.0, "{w:?}");
+        assert!(
+            (w[1] - w[0] * light as f64 / heavy as f64).abs() < 1e-6,
+            "{w:?}"
+        );
+        assert_eq!(w[2], 0.0);
+    }
+
+    #[test]
     fn sustained_overload_never_grows_the_wait_geometrically() {
         // one node streaming from its own controller at 4x its capacity every epoch it runs:
         // its threads are held back until the backlog they made is served, so the wait stays
@@ -666,17 +745,20 @@ mod tests {
         let mut max_wait: f64 = 0.0;
         for _ in 0..2000 {
             let runs = t >= next_run;
+            let mut mine = requester_lines(m.topology.num_nodes());
             if runs {
                 for _ in 0..lines_per_epoch {
                     ms.read(0, 0);
                 }
+                mine[0] = lines_per_epoch;
                 lines += lines_per_epoch;
             }
             let end = ms.end_epoch(epoch);
             t += epoch;
             if runs {
-                next_run = t + end.stall_until_ns[0];
-                max_wait = max_wait.max(end.stall_until_ns[0]);
+                let wait = ms.requester_waits(&end, &[(0, &mine)])[0];
+                next_run = t + wait;
+                max_wait = max_wait.max(wait);
             }
             assert!(ms.ctrl_util[0] <= 1.0);
         }

@@ -111,24 +111,25 @@ fn a_tie_is_decided_by_the_seeded_start_skew_and_each_seed_repeats() {
 
 #[test]
 fn a_toucher_waits_for_a_huge_page_fault_in_flight_whatever_the_epoch_length() {
-    // thread 0 faults the huge page at once (80 µs on this preset, zeroing 2 MiB); thread 1
-    // touches it 30 µs later (79 800 cycles at 2.66 GHz), in a later epoch for epochs of 5
-    // and 20 µs, and waits for the fault in flight: about 50 µs in the fault handler, as
-    // with epochs of 100 µs (before, only a touch in the fault's own epoch waited)
-    let waits: Vec<f64> = [5.0, 20.0, 100.0]
+    // thread 0 faults the huge page at once (clearing 2 MiB at its core's store pace, about
+    // 200 µs on this preset); thread 1 touches it 30 µs later (79 800 cycles at 2.66 GHz), in
+    // a later epoch for epochs of 5 and 20 µs, and waits for the fault in flight, to its
+    // end, as with epochs of 100 µs (before, only a touch in the fault's own epoch waited)
+    let runs: Vec<(f64, f64)> = [5.0, 20.0, 100.0]
         .iter()
         .map(|&epoch_us| {
             let r = race([0, 79_800], epoch_us);
             assert_eq!(node_of_the_page(&r), 0, "epochs of {epoch_us} µs");
-            r.per_thread[1].fault_ns
+            (r.per_thread[0].fault_ns, r.per_thread[1].fault_ns)
         })
         .collect();
-    for w in &waits {
+    for &(fault, wait) in &runs {
         assert!(
-            (45_000.0..55_000.0).contains(w),
-            "thread 1's wait {waits:?}"
+            (wait - (fault - 30_000.0)).abs() < 0.02 * fault,
+            "thread 1 waits to the end of thread 0's fault: {runs:?}"
         );
     }
+    let waits: Vec<f64> = runs.iter().map(|r| r.1).collect();
     let (lo, hi) = waits
         .iter()
         .fold((f64::MAX, 0.0f64), |(l, h), w| (l.min(*w), h.max(*w)));
@@ -161,7 +162,7 @@ fn a_jvm_heap_with_thp_is_spread_over_the_nodes_whatever_the_epoch_length() {
             .collect();
         for s in &shares {
             assert!(
-                (0.15..0.40).contains(s),
+                (0.10..0.40).contains(s),
                 "epochs of {epoch_us} µs: resident shares per node {shares:?}"
             );
         }

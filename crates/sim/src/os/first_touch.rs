@@ -26,6 +26,8 @@ struct Fresh {
     size: PageSize,
     /// Earliest touch so far: (simulated ns, thread id).
     first: (f64, u32),
+    /// When that toucher's fault ends.
+    done_ns: f64,
 }
 
 /// What a touch of a fresh folio means for the thread.
@@ -62,28 +64,31 @@ pub struct FirstTouch {
 }
 
 impl FirstTouch {
-    /// A first-touch fault placed the folio at `start` for `thread` at `now_ns`.
-    pub fn placed(&mut self, start: u64, size: PageSize, thread: u32, now_ns: f64) {
+    /// A first-touch fault placed the folio at `start` for `thread` at `now_ns`; the fault
+    /// ends at `done_ns`.
+    pub fn placed(&mut self, start: u64, size: PageSize, thread: u32, now_ns: f64, done_ns: f64) {
         self.by_start.insert(
             start,
             Fresh {
                 size,
                 first: (now_ns, thread),
+                done_ns,
             },
         );
     }
 
-    /// `thread` touched the fresh folio at `start` at `now_ns`; `fault_ns` is what a fault
-    /// of each page size costs. When this is now its earliest touch (ties: the lower thread
-    /// id) the folio is the thread's; else the thread waits for the owner's fault while it is
-    /// in flight.
-    pub fn touched(
-        &mut self,
-        start: u64,
-        thread: u32,
-        now_ns: f64,
-        fault_ns: &[f64; 3],
-    ) -> Option<Touch> {
+    /// The fault of the thread that took the fresh folio at `start` over ends at `done_ns`.
+    pub fn fault_ends(&mut self, start: u64, done_ns: f64) {
+        if let Some(f) = self.by_start.get_mut(&start) {
+            f.done_ns = done_ns;
+        }
+    }
+
+    /// `thread` touched the fresh folio at `start` at `now_ns`. When this is now its earliest
+    /// touch (ties: the lower thread id) the folio is the thread's (the caller tells when its
+    /// fault ends: `fault_ends`); else the thread waits for the owner's fault while it is in
+    /// flight.
+    pub fn touched(&mut self, start: u64, thread: u32, now_ns: f64) -> Option<Touch> {
         let f = self.by_start.get_mut(&start)?;
         let (t, id) = f.first;
         if now_ns < t || (now_ns == t && thread < id) {
@@ -94,7 +99,7 @@ impl FirstTouch {
                 previous_ns: t,
             }));
         }
-        let done = t + fault_ns[f.size.index()];
+        let done = f.done_ns;
         (thread != id && done > now_ns).then_some(Touch::WaitUntil(done))
     }
 
@@ -102,10 +107,10 @@ impl FirstTouch {
     /// being fresh and are returned, in address order; a folio whose fault is still in flight
     /// (a huge page being zeroed for longer than an epoch) stays fresh, so that its other
     /// touchers wait for it whatever the epoch length.
-    pub fn end_epoch(&mut self, end_ns: f64, fault_ns: &[f64; 3]) -> Vec<(u64, PageSize)> {
+    pub fn end_epoch(&mut self, end_ns: f64) -> Vec<(u64, PageSize)> {
         let mut done = Vec::new();
         self.by_start.retain(|&s, f| {
-            let in_flight = f.first.0 + fault_ns[f.size.index()] > end_ns;
+            let in_flight = f.done_ns > end_ns;
             if !in_flight {
                 done.push((s, f.size));
             }
@@ -134,8 +139,9 @@ mod tests {
         };
         // thread 0 ran first in the epoch and faulted at 15 µs; thread 5, run later,
         // touched the same huge page at 12 µs; thread 3 at 13 µs; thread 2 at 12 µs
-        ft.placed(0x20_0000, PageSize::Huge2M, 0, 15_000.0);
-        let t = take(ft.touched(0x20_0000, 5, 12_000.0, &f));
+        ft.placed(0x20_0000, PageSize::Huge2M, 0, 15_000.0, 15_000.0 + f[1]);
+        let t = take(ft.touched(0x20_0000, 5, 12_000.0));
+        ft.fault_ends(0x20_0000, 12_000.0 + f[1]);
         assert_eq!(
             (t.size, t.previous, t.previous_ns),
             (PageSize::Huge2M, 0, 15_000.0)
@@ -145,25 +151,23 @@ mod tests {
         assert_eq!(t.refund_ns(12_000.0, 1_000.0), 1_000.0);
         // thread 3 at 13 µs waits for thread 5's fault: until 92 µs
         assert_eq!(
-            ft.touched(0x20_0000, 3, 13_000.0, &f),
+            ft.touched(0x20_0000, 3, 13_000.0),
             Some(Touch::WaitUntil(92_000.0))
         );
-        let t = take(ft.touched(0x20_0000, 2, 12_000.0, &f));
+        let t = take(ft.touched(0x20_0000, 2, 12_000.0));
+        ft.fault_ends(0x20_0000, 12_000.0 + f[1]);
         assert_eq!((t.previous, t.refund_ns(12_000.0, 80_000.0)), (5, 0.0));
         // the owner itself, and anyone after the fault, do not wait
-        assert_eq!(ft.touched(0x20_0000, 2, 50_000.0, &f), None);
-        assert_eq!(ft.touched(0x20_0000, 7, 95_000.0, &f), None);
-        assert_eq!(ft.touched(0x40_0000, 3, 1.0, &f), None, "not fresh");
+        assert_eq!(ft.touched(0x20_0000, 2, 50_000.0), None);
+        assert_eq!(ft.touched(0x20_0000, 7, 95_000.0), None);
+        assert_eq!(ft.touched(0x40_0000, 3, 1.0), None, "not fresh");
         // the epoch ends at 50 µs with thread 2's fault (12 µs + 80 µs) in flight: still fresh
-        assert_eq!(ft.end_epoch(50_000.0, &f), vec![]);
+        assert_eq!(ft.end_epoch(50_000.0), vec![]);
         assert_eq!(
-            ft.touched(0x20_0000, 9, 60_000.0, &f),
+            ft.touched(0x20_0000, 9, 60_000.0),
             Some(Touch::WaitUntil(92_000.0))
         );
-        assert_eq!(
-            ft.end_epoch(100_000.0, &f),
-            vec![(0x20_0000, PageSize::Huge2M)]
-        );
+        assert_eq!(ft.end_epoch(100_000.0), vec![(0x20_0000, PageSize::Huge2M)]);
         assert!(ft.is_empty());
     }
 }

@@ -554,12 +554,13 @@ impl Os {
         })
     }
 
-    /// A first-touch fault by `thread` at `now_ns` placed `f` by the local rule: the folio is
-    /// fresh until the epoch ends, or its fault if that ends later (first_touch.rs).
-    pub fn mark_fresh(&mut self, f: &Fault, thread: u32, now_ns: f64) {
+    /// A first-touch fault by `thread` from `now_ns` to `done_ns` placed `f` by the local
+    /// rule: the folio is fresh until the epoch ends, or its fault if that ends later
+    /// (first_touch.rs).
+    pub fn mark_fresh(&mut self, f: &Fault, thread: u32, now_ns: f64, done_ns: f64) {
         self.pt.set_fresh(f.folio_start, f.size, true);
         self.first_touch
-            .placed(f.folio_start, f.size, thread, now_ns);
+            .placed(f.folio_start, f.size, thread, now_ns, done_ns);
     }
 
     /// A thread on `to` touched the fresh folio at `start` earlier than its owner so far: the
@@ -579,9 +580,9 @@ impl Os {
 
     /// The epoch ended at `end_ns`: the folios first touched whose fault has ended are no
     /// longer fresh (over the size they were placed with, so that pieces of a folio split
-    /// since are cleared too); `fault_ns` is a fault's cost per page size.
-    pub fn end_first_touch_epoch(&mut self, end_ns: f64, fault_ns: &[f64; 3]) {
-        for (start, size) in self.first_touch.end_epoch(end_ns, fault_ns) {
+    /// since are cleared too).
+    pub fn end_first_touch_epoch(&mut self, end_ns: f64) {
+        for (start, size) in self.first_touch.end_epoch(end_ns) {
             self.pt.set_fresh(start, size, false);
         }
     }
