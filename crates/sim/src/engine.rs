@@ -738,8 +738,8 @@ impl Simulator {
     /// Threads that ran in the epoch ending at `end` cannot have the data they asked for
     /// before the backlogs their traffic joined are served (docs/model.md, "Memory system"):
     /// each one's clock moves to `end +` its share of those waits by its own lines
-    /// (`MemSys::requester_waits`), the wait counted as memory time. Threads that did not run (held back already, or waiting all along) keep
-    /// theirs.
+    /// (`MemSys::requester_waits`), the wait counted as memory time. Threads that did not
+    /// run (held back already, or waiting all along) keep theirs.
     fn wait_for_backlogs(&mut self, end: f64, served: &EpochEnd, clocks_at_start: &[f64]) {
         let stall_ns = if served.any_wait() {
             let requesters: Vec<(usize, &[u64])> = self
@@ -1928,7 +1928,7 @@ fn hierarchy<B: Build>(
                     if home != node {
                         if let Some(dir) = &mut sh.directory {
                             if dir.remote_read(line, home) {
-                                sh.mem.directory_write(node, home);
+                                sh.mem.directory_write(home);
                                 th.epoch_lines[2 * sh.nodes + home] += 1;
                             }
                         }

@@ -306,15 +306,15 @@ impl MemSys {
     }
 
     /// Account the write with which memory node `d` updates a line's directory state after a
-    /// read by CPU node `s` (hw/memory_directory.rs): a line written to `d`'s controller by
-    /// its own home agent, on no link. It counts as `s`'s line, the reader that caused it.
+    /// remote read (hw/memory_directory.rs): a line written to `d`'s controller by its own
+    /// home agent, on no link. The engine counts it as the reading thread's line, the
+    /// reader that caused it (`requester_lines`).
     #[inline]
-    pub fn directory_write(&mut self, s: usize, d: usize) {
+    pub fn directory_write(&mut self, d: usize) {
         let b = self.line_bytes as u64;
         self.epoch_ctrl_bytes[d] += b;
         self.ctrl_write_bytes[d] += b;
         self.directory_write_bytes[d] += b;
-        let _ = s;
     }
 
     /// Account the zeroing of a freshly allocated folio of `bytes` on memory node `d` by a
