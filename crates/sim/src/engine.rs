@@ -741,17 +741,17 @@ impl Simulator {
     /// (`MemSys::requester_waits`), the wait counted as memory time. Threads that did not
     /// run (held back already, or waiting all along) keep theirs.
     fn wait_for_backlogs(&mut self, end: f64, served: &EpochEnd, clocks_at_start: &[f64]) {
-        let stall_ns = if served.any_wait() {
+        // no backlog left (most epochs): nothing to share, and nothing allocated
+        let stall_ns = served.any_wait().then(|| {
             let requesters: Vec<(usize, &[u64])> = self
                 .threads
                 .iter()
                 .map(|th| (th.node, th.epoch_lines.as_slice()))
                 .collect();
             self.sh.mem.requester_waits(served, &requesters)
-        } else {
-            vec![0.0; self.threads.len()]
-        };
-        for ((th, &before), &stall) in self.threads.iter_mut().zip(clocks_at_start).zip(&stall_ns) {
+        });
+        for (i, (th, &before)) in self.threads.iter_mut().zip(clocks_at_start).enumerate() {
+            let stall = stall_ns.as_ref().map_or(0.0, |w| w[i]);
             let until = end + stall;
             // a thread in a fault that zeroed in this epoch issued traffic in it
             let zeroed = std::mem::take(&mut th.zeroed_in_epoch);

@@ -156,6 +156,12 @@ impl Jbb {
     pub fn load_plabs(&self) -> u64 {
         self.warehouse.div_ceil(OLD_PLAB_BYTES)
     }
+
+    /// The old generation's warehouses' area: every GC thread's load PLABs, before the
+    /// promotions' area.
+    fn warehouse_area_bytes(&self) -> u64 {
+        self.threads as u64 * self.load_plabs() * OLD_PLAB_BYTES
+    }
 }
 
 impl Workload for Jbb {
@@ -188,7 +194,7 @@ impl Workload for Jbb {
         // each GC thread's last PLAB of a promotion may be partly used
         let promoted = (cycles / TENURE_GCS + 1)
             * ((self.eden as f64 * SURVIVAL) as u64 + (64 + OLD_PLAB_BYTES) * nt);
-        let old_bytes = nt * self.load_plabs() * OLD_PLAB_BYTES + promoted;
+        let old_bytes = self.warehouse_area_bytes() + promoted;
         let heap = Heap {
             eden: mem.mmap(task, "jbb.eden", self.eden, o()),
             survivor: [
@@ -422,7 +428,7 @@ impl Worker {
             }
         };
         self.plab_addr = if promote {
-            let area = self.j.threads as u64 * self.j.load_plabs() * OLD_PLAB_BYTES;
+            let area = self.j.warehouse_area_bytes();
             let room = (self.heap.old_bytes - area) / bytes * bytes;
             if at < area || room == 0 {
                 self.heap.old + at % self.heap.old_bytes
