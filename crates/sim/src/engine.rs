@@ -2048,19 +2048,13 @@ fn drain_stores(th: &mut Thread) {
 /// fault's time: the preset's fault cost, or the core's time to write a huge page where
 /// that is longer.
 fn zero_fill(th: &mut Thread, sh: &mut Shared, node: usize, size: PageSize) -> f64 {
-    let fault_ns = sh.p.fault_ns[size.index()];
+    let ns = fault_time_ns(&sh.mem, &sh.p, th.node, node, size);
     if size == PageSize::Base4K {
-        return fault_ns;
+        return ns;
     }
     // a fault starts after the thread's previous one ended: what is left of that one's
     // zeroing lies before this instant
     write_zeroing(th, sh, f64::INFINITY);
-    // clear_huge_page is the core's stores: at most its lines in flight, each taking the
-    // path's latency (`L / C` a line, as any store stream; a 6164 HE core streams 9.5 GB/s,
-    // AT10, so 2 MiB take 220 µs there), never faster than the preset's fault cost
-    let lines = (size.bytes() / 64) as f64;
-    let pace_ns = lines * sh.mem.read_latency_ns(th.node, node) * sh.p.inv_conc;
-    let ns = fault_ns.max(pace_ns);
     th.zeroing = Some(Zeroing {
         node,
         bytes: size.bytes(),
@@ -2069,6 +2063,22 @@ fn zero_fill(th: &mut Thread, sh: &mut Shared, node: usize, size: PageSize) -> f
         written: 0,
     });
     ns
+}
+
+/// How long a fault of a thread on `cpu_node` allocating a folio of `size` on `node` takes:
+/// the preset's fault cost, or, for a huge page, the core's time to clear it where that is
+/// longer.
+fn fault_time_ns(mem: &MemSys, p: &Params, cpu_node: usize, node: usize, size: PageSize) -> f64 {
+    let fault_ns = p.fault_ns[size.index()];
+    if size == PageSize::Base4K {
+        return fault_ns;
+    }
+    // clear_huge_page is the core's stores: at most its lines in flight, each taking the
+    // path's latency (`L / C` a line, as any store stream; a 6164 HE core streams 9.5 GB/s,
+    // AT10, so 2 MiB take 220 µs there), never faster than the preset's fault cost
+    let lines = (size.bytes() / 64) as f64;
+    let pace_ns = lines * mem.read_latency_ns(cpu_node, node) * p.inv_conc;
+    fault_ns.max(pace_ns)
 }
 
 /// Put on the memory system the bytes the thread's zeroing wrote by `t_ns`; returns whether
@@ -2091,10 +2101,12 @@ fn write_zeroing(th: &mut Thread, sh: &mut Shared, t_ns: f64) -> bool {
     true
 }
 
-/// A touch of a folio first touched in this epoch (os/first_touch.rs): a thread touching it
-/// earlier in simulated time than its owner so far takes it over, and its fault; one touching
-/// it while the owner's fault is in flight waits for that fault. Returns the entry as it is
-/// now; the fault's cost joins `cost`.
+/// A touch of a fresh folio (os/first_touch.rs) while its owner's fault may be in flight.
+/// Anonymous memory: the thread takes a fault of its own, clearing a page on its node; the
+/// first fault to end maps its page (a takeover where it is this thread's), the others pay
+/// their clearing for nothing. hugetlbfs: the earliest touch takes the folio and its fault,
+/// a later one waits for the fault in flight. Returns the entry as it is now; the fault's
+/// cost joins `cost`.
 fn fresh_touch(
     th: &mut Thread,
     sh: &mut Shared,
@@ -2103,8 +2115,24 @@ fn fresh_touch(
     cost: &mut f64,
 ) -> crate::os::pagetable::Pte {
     let start = pte.size().align_down(addr);
-    match sh.os.first_touch.touched(start, th.id, th.clock) {
+    let own_fault = |size| fault_time_ns(&sh.mem, &sh.p, th.node, th.node, size);
+    let touch = sh.os.first_touch.touched(start, th.id, th.clock, own_fault);
+    match touch {
         None => pte,
+        Some(Touch::Lost) => {
+            // its own page, allocated and cleared on its node, then freed: the fault's time
+            // and zeroing traffic, and the owner's page mapped when it ends
+            drain_stores(th);
+            let ns = zero_fill(th, sh, th.node, pte.size());
+            sh.mmap_lock.fault(th.task.index(), th.node);
+            sh.os.vm.first_touch_faults_lost += 1;
+            th.epoch_faults += 1;
+            th.s.fault_ns += ns;
+            *cost += ns;
+            th.window
+                .serialise(th.indep_ns + *cost, th.s.loads + th.s.stores);
+            pte
+        }
         Some(Touch::WaitUntil(done)) => {
             // the page lock holds this thread until the owner's fault ends
             th.s.fault_ns += done - th.clock;
@@ -2124,8 +2152,12 @@ fn fresh_touch(
             th.epoch_faults += 1;
             th.s.fault_ns += ns;
             *cost += ns;
-            // the previous owner only waited for this fault: the rest of its own comes back
-            // once its turn is not running (`apply_fault_refunds`)
+            // hugetlbfs: the previous owner only waited for this fault, and the rest of its own
+            // comes back once its turn is not running (`apply_fault_refunds`); anonymous
+            // memory: it cleared a page of its own for nothing
+            if !take.serialised {
+                sh.os.vm.first_touch_faults_lost += 1;
+            }
             let refund = take.refund_ns(th.clock, ns);
             if refund > 0.0 && take.previous != th.id {
                 sh.fault_refunds.push((take.previous, refund));

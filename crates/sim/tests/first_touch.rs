@@ -8,7 +8,7 @@ use numalab_workloads::script::Script;
 const MIB: u64 = 1 << 20;
 
 /// Two threads, thread 0 on node 0 and thread 1 on node 1 of the X5650 preset, and one
-/// 2 MiB huge page. Thread t computes `delay_cycles[t]` and then writes the page's first
+/// 2 MiB hugetlbfs page. Thread t computes `delay_cycles[t]` and then writes the page's first
 /// line and reads it 100 times.
 fn race(delay_cycles: [u32; 2], epoch_us: f64) -> SimResult {
     race_seeded(delay_cycles, epoch_us, 42, 0.0)
@@ -16,12 +16,31 @@ fn race(delay_cycles: [u32; 2], epoch_us: f64) -> SimResult {
 
 /// [`race`] with the threads' starts skewed by up to `skew_ns` from `seed`.
 fn race_seeded(delay_cycles: [u32; 2], epoch_us: f64, seed: u64, skew_ns: f64) -> SimResult {
+    race_on(Backing::Hugetlb, delay_cycles, epoch_us, seed, skew_ns)
+}
+
+/// What backs the 2 MiB the threads race for.
+#[derive(Copy, Clone)]
+enum Backing {
+    Hugetlb,
+    /// Anonymous memory with THP always.
+    Thp,
+}
+
+fn race_on(
+    backing: Backing,
+    delay_cycles: [u32; 2],
+    epoch_us: f64,
+    seed: u64,
+    skew_ns: f64,
+) -> SimResult {
     let m = numalab_machine::preset("xeon-x5650-2n").unwrap();
+    let hugetlb = matches!(backing, Backing::Hugetlb).then_some(PageSize::Huge2M);
     let w = Script {
         maps: vec![(
             2 * MIB,
             MapOptions {
-                hugetlb: Some(PageSize::Huge2M),
+                hugetlb,
                 ..Default::default()
             },
         )],
@@ -50,6 +69,10 @@ fn race_seeded(delay_cycles: [u32; 2], epoch_us: f64, seed: u64, skew_ns: f64) -
         epoch_ns: epoch_us * 1000.0,
         seed,
         start_skew_ns: skew_ns,
+        thp: match backing {
+            Backing::Hugetlb => numalab_sim::ThpMode::Never,
+            Backing::Thp => numalab_sim::ThpMode::Always,
+        },
         ..Default::default()
     };
     simulate(&m, &w, cfg).unwrap()
@@ -110,8 +133,9 @@ fn a_tie_is_decided_by_the_seeded_start_skew_and_each_seed_repeats() {
 }
 
 #[test]
-fn a_toucher_waits_for_a_huge_page_fault_in_flight_whatever_the_epoch_length() {
-    // thread 0 faults the huge page at once (clearing 2 MiB at its core's store pace, about
+fn a_toucher_waits_for_a_hugetlbfs_fault_in_flight_whatever_the_epoch_length() {
+    // hugetlbfs faults on one page serialise on the fault mutex: thread 0 faults the page
+    // at once (clearing 2 MiB at its core's store pace, about
     // 200 µs on this preset); thread 1 touches it 30 µs later (79 800 cycles at 2.66 GHz), in
     // a later epoch for epochs of 5 and 20 µs, and waits for the fault in flight, to its
     // end, as with epochs of 100 µs (before, only a touch in the fault's own epoch waited)
@@ -134,6 +158,53 @@ fn a_toucher_waits_for_a_huge_page_fault_in_flight_whatever_the_epoch_length() {
         .iter()
         .fold((f64::MAX, 0.0f64), |(l, h), w| (l.min(*w), h.max(*w)));
     assert!(hi / lo < 1.02, "epoch length changed the wait: {waits:?}");
+}
+
+#[test]
+fn racing_thp_faults_each_clear_a_page_and_the_first_to_finish_maps_it() {
+    // Anonymous memory (Linux's __do_huge_pmd_anonymous_page clears its page, then maps it
+    // only if the PMD is still empty): thread 1, touching 30 µs after thread 0's fault
+    // began, clears a huge page of its own on node 1 for as long as thread 0 clears its
+    // (both on an idle machine), ends later, and frees it: it pays its whole fault, not a
+    // wait for thread 0's, and node 1's controller takes its 2 MiB of zeroing; the page is
+    // thread 0's, on node 0, whatever the epoch length.
+    let faults: Vec<(f64, f64)> = [5.0, 20.0, 100.0]
+        .iter()
+        .map(|&epoch_us| {
+            let r = race_on(Backing::Thp, [0, 79_800], epoch_us, 42, 0.0);
+            assert_eq!(node_of_the_page(&r), 0, "epochs of {epoch_us} µs");
+            assert_eq!(r.vmstat.first_touch_faults_lost, 1);
+            assert_eq!(r.vmstat.first_touch_race_pages, 0);
+            let zeroed = |n: usize| r.per_node[n].ctrl_write_bytes;
+            assert!(
+                zeroed(1) >= 2 * MIB && zeroed(0) >= 2 * MIB,
+                "both pages were cleared: {} and {} bytes written",
+                zeroed(0),
+                zeroed(1)
+            );
+            (r.per_thread[0].fault_ns, r.per_thread[1].fault_ns)
+        })
+        .collect();
+    for &(owner, lost) in &faults {
+        assert!(owner > 100_000.0, "a 2 MiB clear at the core's pace: {faults:?}");
+        assert!(
+            (lost - owner).abs() < 0.02 * owner,
+            "the loser pays its whole clearing, not the 30 µs shorter wait: {faults:?}"
+        );
+    }
+    // a thread touching 10 µs before another that runs first in every epoch ends first
+    // and takes the page over; the other cleared for nothing, and keeps its fault time
+    for epoch_us in [5.0, 20.0, 100.0] {
+        let r = race_on(Backing::Thp, [26_600, 0], epoch_us, 42, 0.0);
+        assert_eq!(node_of_the_page(&r), 1, "epochs of {epoch_us} µs");
+        assert_eq!(r.vmstat.first_touch_faults_lost, 1);
+        // thread 0 faults first in the run where its touch falls in the first epoch
+        let run_first = epoch_us > 10.0;
+        let moved = if run_first { 512 } else { 0 };
+        assert_eq!(r.vmstat.first_touch_race_pages, moved, "epochs of {epoch_us} µs");
+        let (f0, f1) = (r.per_thread[0].fault_ns, r.per_thread[1].fault_ns);
+        assert!((f0 - f1).abs() < 0.02 * f1, "no refund: {f0} and {f1}");
+    }
 }
 
 /// A JVM heap with THP: every TLAB and PLAB is taken at its space's top when a thread asks,

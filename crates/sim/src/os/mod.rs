@@ -109,10 +109,15 @@ pub struct VmStat {
     pub numa_hint_faults_local: u64,
     pub pgpromote_success: u64,
     pub pgpromote_candidate: u64,
-    /// numalab's own: base pages of folios a first-touch fault placed for one thread and a
-    /// thread that touched them earlier in simulated time took over (first_touch.rs).
+    /// numalab's own: base pages of folios a first-touch fault placed for one thread and
+    /// another thread's fault took over, finishing first (first_touch.rs).
     #[serde(default)]
     pub first_touch_race_pages: u64,
+    /// numalab's own: faults on anonymous memory that cleared a page and found another
+    /// thread's mapped first, freeing theirs (first_touch.rs; Linux counts them as faults, and
+    /// a lost THP fault as `thp_fault_alloc`, with no event of their own).
+    #[serde(default)]
+    pub first_touch_faults_lost: u64,
     /// numalab's own: touches that found a folio under a migration entry while its copy ran
     /// and waited for it (migration_entry.rs; the kernel counts no such event).
     #[serde(default)]
@@ -156,6 +161,8 @@ pub struct Fault {
     /// Placed by the toucher's node (policy default or local): a race for it is decided by
     /// simulated time while the epoch lasts (first_touch.rs).
     pub local_rule: bool,
+    /// A hugetlbfs page: faults on it serialise on the fault mutex (first_touch.rs).
+    pub hugetlb: bool,
 }
 
 /// Bytes copied from one node to another: (from node index, to node index, bytes).
@@ -551,6 +558,7 @@ impl Os {
             size,
             node,
             local_rule: policy_is_local,
+            hugetlb: self.regions[ri].hugetlb.is_some(),
         })
     }
 
@@ -560,7 +568,7 @@ impl Os {
     pub fn mark_fresh(&mut self, f: &Fault, thread: u32, now_ns: f64, done_ns: f64) {
         self.pt.set_fresh(f.folio_start, f.size, true);
         self.first_touch
-            .placed(f.folio_start, f.size, thread, now_ns, done_ns);
+            .placed(f.folio_start, f.size, thread, (now_ns, done_ns), f.hugetlb);
     }
 
     /// A thread on `to` touched the fresh folio at `start` earlier than its owner so far: the
