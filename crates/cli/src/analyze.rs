@@ -21,7 +21,8 @@ pub struct AnalyzeArgs {
     /// Pages, mappings and regions listed.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
-    /// Write the report as JSON.
+    /// Write the report as JSON (`-`: to standard output, the text report then going to
+    /// standard error).
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Also draw access-map, node-traffic and page-heat pictures into this directory.
@@ -60,7 +61,7 @@ fn open(a: &AnalyzeArgs) -> Result<Box<dyn SampleSource>> {
 }
 
 pub fn run(a: AnalyzeArgs) -> Result<()> {
-    crate::output::check_writable(a.json.as_deref())?;
+    crate::output::check_json_out(a.json.as_deref())?;
     if !(a.hot_page_percent > 0.0 && a.hot_page_percent <= 100.0) {
         anyhow::bail!(
             "--hot-page-percent {}: expected a share of the samples above 0 and at most 100 (default 6)",
@@ -81,10 +82,10 @@ pub fn run(a: AnalyzeArgs) -> Result<()> {
         ..Default::default()
     };
     let report = analyze(source.as_mut(), &opts)?;
-    print!("{}", render_text(&report));
+    let json_stdout = crate::output::json_to_stdout(a.json.as_deref());
+    crate::output::print_report(&render_text(&report), json_stdout);
     if let Some(p) = &a.json {
-        crate::output::write_atomic(p, serde_json::to_string_pretty(&report)?.as_bytes())?;
-        eprintln!("wrote {}", p.display());
+        crate::output::write_json_text(p, &serde_json::to_string_pretty(&report)?)?;
     }
     if let Some(dir) = &a.plot_dir {
         use numalab_analyze::plot;

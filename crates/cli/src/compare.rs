@@ -92,7 +92,7 @@ pub fn sim(args: SimArgs) -> Result<()> {
                 .map_err(|e| anyhow!("--workload: {e}"))
         })
         .collect::<Result<Vec<_>>>()?;
-    output::check_writable(args.json.as_deref())?;
+    output::check_json_out(args.json.as_deref())?;
     output::check_writable(args.csv.as_deref())?;
     let sample_paths: Vec<std::path::PathBuf> = match &args.samples_out {
         None => Vec::new(),
@@ -147,10 +147,10 @@ pub fn sim(args: SimArgs) -> Result<()> {
             .collect()
     });
     let results: Vec<SimResult> = results.into_iter().collect::<Result<_>>()?;
-    print!("{}", output::table(&results));
+    let json_stdout = output::json_to_stdout(args.json.as_deref());
+    output::print_report(&output::table(&results), json_stdout);
     if let Some(p) = &args.json {
         output::write_json(p, &results)?;
-        eprintln!("wrote {}", p.display());
     }
     if let Some(p) = &args.csv {
         output::write_csv(p, &results)?;

@@ -241,7 +241,8 @@ pub struct SimArgs {
     /// shorthand (first-touch, interleave, thp, nothp, hugetlb-2m, hugetlb-1g, local). The first is the baseline.
     #[arg(long)]
     pub compare: Option<String>,
-    /// Write all results as JSON.
+    /// Write all results as JSON (`-`: to standard output, the table then going to standard
+    /// error).
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Write one CSV row of metrics per configuration.

@@ -5,10 +5,59 @@ use numalab_sim::SimResult;
 use std::fmt::Write as _;
 use std::path::Path;
 
+/// `--json -`: the JSON goes to standard output, for a pipe into jq or a notebook.
+pub fn json_to_stdout(p: Option<&Path>) -> bool {
+    p.is_some_and(is_stdout)
+}
+
+fn is_stdout(p: &Path) -> bool {
+    p.as_os_str() == "-"
+}
+
+/// Print the human-readable report: on standard output, or on standard error where standard
+/// output carries the JSON (`--json -`), so that the two never mix.
+pub fn print_report(text: &str, json_to_stdout: bool) {
+    if json_to_stdout {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
+}
+
+/// Write JSON `text` to `p` (whole or not at all: a temporary file renamed), or to standard
+/// output for `-`; a file written is named on standard error.
+pub fn write_json_text(p: &Path, text: &str) -> Result<()> {
+    if is_stdout(p) {
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        out.write_all(text.as_bytes())?;
+        out.write_all(b"\n")?;
+        out.flush()?;
+    } else {
+        write_atomic(p, text.as_bytes())?;
+        eprintln!("wrote {}", p.display());
+    }
+    Ok(())
+}
+
+/// [`check_writable`] for a `--json` path that may be `-` (standard output).
+pub fn check_json_out(p: Option<&Path>) -> Result<()> {
+    match p {
+        Some(p) if is_stdout(p) => Ok(()),
+        p => check_writable(p),
+    }
+}
+
 /// Refuse an output path whose folder does not exist, before any simulation runs, so an
-/// error never leaves half the outputs written.
+/// error never leaves half the outputs written. `-` is refused here: the commands that can
+/// write to standard output check with [`check_json_out`].
 pub fn check_writable(p: Option<&Path>) -> Result<()> {
     if let Some(p) = p {
+        if is_stdout(p) {
+            bail!(
+                "cannot write to standard output ('-') here: `--json -` works for sim, analyze and validate; give a file name"
+            );
+        }
         let dir = p
             .parent()
             .filter(|d| !d.as_os_str().is_empty())
@@ -387,8 +436,7 @@ fn detail(r: &SimResult) -> String {
 }
 
 pub fn write_json(p: &Path, rs: &[SimResult]) -> Result<()> {
-    let text = serde_json::to_string_pretty(rs)?;
-    write_atomic(p, text.as_bytes())
+    write_json_text(p, &serde_json::to_string_pretty(rs)?)
 }
 
 pub fn write_csv(p: &Path, rs: &[SimResult]) -> Result<()> {

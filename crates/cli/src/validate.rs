@@ -20,7 +20,8 @@ pub struct ValidateArgs {
     /// Case files or folders of .toml case files instead of the built-in cases.
     #[arg(long, value_name = "PATH")]
     cases: Vec<PathBuf>,
-    /// Write the scorecard as JSON.
+    /// Write the scorecard as JSON (`-`: to standard output, the table then going to
+    /// standard error).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
     /// Fail (non-zero exit) when a case listed in FILE (one id per line, `#` comments) ran and did
@@ -100,7 +101,7 @@ pub fn run(a: ValidateArgs) -> Result<()> {
         }
         return Ok(());
     }
-    output::check_writable(a.json.as_deref())?;
+    output::check_json_out(a.json.as_deref())?;
     output::check_writable(a.write_passing.as_deref())?;
     let expected = match &a.expect_passing {
         Some(p) => {
@@ -128,9 +129,10 @@ pub fn run(a: ValidateArgs) -> Result<()> {
     };
     let card = numalab_validate::run(&cases, &opts, &progress)?;
     bar.finish_and_clear();
-    print!("{}", card.table());
-    println!(
-        "\n{} cases in {:.0} s of host time (epochs of {} µs{})",
+    let json_stdout = output::json_to_stdout(a.json.as_deref());
+    let mut report = card.table();
+    report += &format!(
+        "\n{} cases in {:.0} s of host time (epochs of {} µs{})\n",
         card.rows.len(),
         card.host_seconds,
         card.epoch_us,
@@ -143,9 +145,9 @@ pub fn run(a: ValidateArgs) -> Result<()> {
             String::new()
         }
     );
+    output::print_report(&report, json_stdout);
     if let Some(p) = &a.json {
-        output::write_atomic(p, serde_json::to_string_pretty(&card)?.as_bytes())?;
-        eprintln!("wrote {}", p.display());
+        output::write_json_text(p, &serde_json::to_string_pretty(&card)?)?;
     }
     if let Some(p) = &a.write_passing {
         let mut text = String::from("# cases that passed: numalab validate --write-passing\n");

@@ -128,6 +128,15 @@ expect = "faster"
     assert_eq!(card["overall"]["pass"], 1);
     let listed = std::fs::read_to_string(&passing).unwrap();
     assert!(listed.contains("T.chase") && !listed.contains("T.backwards"));
+    // `--json -`: the scorecard alone on standard output, the table on standard error
+    let out = numalab(&[
+        "validate", "-q", "--cases", c, "--case", "T.chase", "--json", "-",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let card: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("standard output is the scorecard");
+    assert_eq!(card["overall"]["cases"], 1);
+    assert!(text(&out.stderr).contains("T.chase"));
 
     // a case listed as passing that misses is a regression: non-zero exit, named
     std::fs::write(&passing, "T.chase\nT.backwards # claimed\n").unwrap();

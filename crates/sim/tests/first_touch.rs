@@ -186,7 +186,10 @@ fn racing_thp_faults_each_clear_a_page_and_the_first_to_finish_maps_it() {
         })
         .collect();
     for &(owner, lost) in &faults {
-        assert!(owner > 100_000.0, "a 2 MiB clear at the core's pace: {faults:?}");
+        assert!(
+            owner > 100_000.0,
+            "a 2 MiB clear at the core's pace: {faults:?}"
+        );
         assert!(
             (lost - owner).abs() < 0.02 * owner,
             "the loser pays its whole clearing, not the 30 µs shorter wait: {faults:?}"
@@ -201,7 +204,10 @@ fn racing_thp_faults_each_clear_a_page_and_the_first_to_finish_maps_it() {
         // thread 0 faults first in the run where its touch falls in the first epoch
         let run_first = epoch_us > 10.0;
         let moved = if run_first { 512 } else { 0 };
-        assert_eq!(r.vmstat.first_touch_race_pages, moved, "epochs of {epoch_us} µs");
+        assert_eq!(
+            r.vmstat.first_touch_race_pages, moved,
+            "epochs of {epoch_us} µs"
+        );
         let (f0, f1) = (r.per_thread[0].fault_ns, r.per_thread[1].fault_ns);
         assert!((f0 - f1).abs() < 0.02 * f1, "no refund: {f0} and {f1}");
     }

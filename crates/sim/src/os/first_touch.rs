@@ -196,7 +196,8 @@ mod tests {
     fn serialised_faults_go_to_the_earliest_touch_and_later_touchers_wait() {
         let mut ft = FirstTouch::default();
         let f = [1_000.0, 80_000.0, 1e7];
-        let no_fault = |_: PageSize| -> f64 { panic!("a serialised toucher takes no fault of its own") };
+        let no_fault =
+            |_: PageSize| -> f64 { panic!("a serialised toucher takes no fault of its own") };
         // thread 0 ran first in the epoch and faulted at 15 µs; thread 5, run later,
         // touched the same huge page at 12 µs; thread 3 at 13 µs; thread 2 at 12 µs
         let at = (15_000.0, 15_000.0 + f[1]);
@@ -249,8 +250,15 @@ mod tests {
             assert_eq!(s, PageSize::Huge2M);
             50_000.0
         }));
-        assert_eq!((t.previous, t.previous_ns, t.serialised), (0, 15_000.0, false));
-        assert_eq!(t.refund_ns(30_000.0, 50_000.0), 0.0, "thread 0 cleared for nothing");
+        assert_eq!(
+            (t.previous, t.previous_ns, t.serialised),
+            (0, 15_000.0, false)
+        );
+        assert_eq!(
+            t.refund_ns(30_000.0, 50_000.0),
+            0.0,
+            "thread 0 cleared for nothing"
+        );
         // thread 3 touched at 10 µs, earlier than all, but clears until 100 µs: it loses
         assert_eq!(
             ft.touched(0x20_0000, 3, 10_000.0, |_| 90_000.0),
