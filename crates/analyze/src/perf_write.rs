@@ -640,7 +640,10 @@ impl<W: Write + Seek> PerfWriter<W> {
 }
 
 /// perf_event_attr (VER7, 128 bytes): raw event 0x1cd (Intel's mem-loads), sampling every
-/// `period`, [`SAMPLE_TYPE`], mmap/comm/mmap2 records with sample_id_all, precise_ip 2.
+/// `period`, [`SAMPLE_TYPE`], mmap/comm/mmap2 records with sample_id_all, precise_ip 2, user
+/// space only (`exclude_kernel`, `exclude_hv`: every sample is written `PERF_RECORD_MISC_USER`;
+/// without them `perf report` looks for a kernel map the file has no reason to carry and warns
+/// that kernel address maps "were restricted").
 fn attr_bytes(period: u64) -> [u8; ATTR_BYTES] {
     let mut a = [0u8; ATTR_BYTES];
     a[0..4].copy_from_slice(&4u32.to_le_bytes()); // PERF_TYPE_RAW
@@ -648,9 +651,10 @@ fn attr_bytes(period: u64) -> [u8; ATTR_BYTES] {
     a[8..16].copy_from_slice(&0x1cdu64.to_le_bytes());
     a[16..24].copy_from_slice(&period.max(1).to_le_bytes());
     a[24..32].copy_from_slice(&SAMPLE_TYPE.to_le_bytes());
-    // disabled(0), mmap(8), comm(9), precise_ip=2 (bits 15-16), mmap_data(17),
-    // sample_id_all(18), mmap2(23)
-    let flags: u64 = 1 | 1 << 8 | 1 << 9 | 2 << 15 | 1 << 17 | 1 << 18 | 1 << 23;
+    // disabled(0), exclude_kernel(5), exclude_hv(6), mmap(8), comm(9), precise_ip=2 (bits
+    // 15-16), mmap_data(17), sample_id_all(18), mmap2(23)
+    let flags: u64 =
+        1 | 1 << 5 | 1 << 6 | 1 << 8 | 1 << 9 | 2 << 15 | 1 << 17 | 1 << 18 | 1 << 23;
     a[40..48].copy_from_slice(&flags.to_le_bytes());
     a
 }

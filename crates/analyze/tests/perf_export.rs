@@ -45,6 +45,17 @@ fn perf(args: &[&str], file: &Path) -> String {
         file.display(),
         String::from_utf8_lossy(&out.stderr)
     );
+    // a file numalab wrote gives perf nothing to warn about (it warned that kernel address
+    // maps "were restricted" while the attribute did not say the samples are user space only)
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        !said.contains("Warning") && !said.contains("were restricted"),
+        "perf {args:?} warned: {said}"
+    );
     String::from_utf8(out.stdout).expect("perf prints UTF-8")
 }
 
