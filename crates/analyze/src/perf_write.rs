@@ -653,8 +653,7 @@ fn attr_bytes(period: u64) -> [u8; ATTR_BYTES] {
     a[24..32].copy_from_slice(&SAMPLE_TYPE.to_le_bytes());
     // disabled(0), exclude_kernel(5), exclude_hv(6), mmap(8), comm(9), precise_ip=2 (bits
     // 15-16), mmap_data(17), sample_id_all(18), mmap2(23)
-    let flags: u64 =
-        1 | 1 << 5 | 1 << 6 | 1 << 8 | 1 << 9 | 2 << 15 | 1 << 17 | 1 << 18 | 1 << 23;
+    let flags: u64 = 1 | 1 << 5 | 1 << 6 | 1 << 8 | 1 << 9 | 2 << 15 | 1 << 17 | 1 << 18 | 1 << 23;
     a[40..48].copy_from_slice(&flags.to_le_bytes());
     a
 }
