@@ -274,71 +274,55 @@ fn a_pointer_chase_reports_its_latency_per_load() {
 /// standard error; commands that cannot do that refuse `-` instead of writing a file named `-`.
 #[test]
 fn json_to_standard_output_with_a_dash() {
-    let exe = env!("CARGO_BIN_EXE_numalab");
     let (dir, samples) = small_sample_file("stdout");
-    let out = Command::new(exe)
-        .current_dir(&dir)
-        .args([
-            "sim",
-            "-q",
-            "-w",
-            "stream:n=20000",
-            "-t",
-            "2",
-            "--json",
-            "-",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let runs: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    let samples = samples.to_str().unwrap();
+    // numalab with `args` in `dir`, where a file named `-` would land
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_numalab"))
+            .current_dir(&dir)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!dir.join("-").exists(), "{args:?} wrote a file named '-'");
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.success(), out.stdout, err)
+    };
+    let (ok, stdout, err) = run(&[
+        "sim",
+        "-q",
+        "-w",
+        "stream:n=20000",
+        "-t",
+        "2",
+        "--json",
+        "-",
+    ]);
+    assert!(ok, "{err}");
+    let runs: serde_json::Value = serde_json::from_slice(&stdout).expect("stdout is JSON");
     assert!(runs[0]["sim_time_ns"].as_f64().unwrap() > 0.0, "{runs}");
-    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("simulated time (ms)"),
         "the table on stderr: {err}"
     );
-    let out = Command::new(exe)
-        .current_dir(&dir)
-        .args(["analyze", "--json", "-"])
-        .arg(&samples)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
-    assert!(report.is_object(), "{report}");
-    assert!(!out.stderr.is_empty(), "the text report on stderr");
-    assert!(!dir.join("-").exists(), "no file named '-'");
+    let (ok, stdout, err) = run(&["analyze", "--json", "-", samples]);
+    assert!(ok, "{err}");
+    let report: serde_json::Value = serde_json::from_slice(&stdout).expect("stdout is JSON");
+    assert!(report.is_object() && !err.is_empty(), "{report} / {err}");
     // balance writes JSON to files only: it says so
-    let out = Command::new(exe)
-        .current_dir(&dir)
-        .args([
-            "balance",
-            "--pid",
-            "1",
-            "--policy",
-            "carrefour",
-            "--json",
-            "-",
-            "--samples",
-        ])
-        .arg(&samples)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let balance = [
+        "balance",
+        "--pid",
+        "1",
+        "--policy",
+        "carrefour",
+        "--json",
+        "-",
+    ];
+    let (ok, _, err) = run(&[&balance[..], &["--samples", samples]].concat());
+    assert!(!ok);
     assert!(
         err.contains("`--json -` works for sim, analyze and validate"),
         "{err}"
     );
-    assert!(!dir.join("-").exists(), "no file named '-'");
     std::fs::remove_dir_all(&dir).ok();
 }
