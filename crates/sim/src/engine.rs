@@ -2065,6 +2065,17 @@ fn zero_fill(th: &mut Thread, sh: &mut Shared, node: usize, size: PageSize) -> f
     ns
 }
 
+/// A first-touch fault of the thread allocating a folio of `size` on `node`: its zeroing
+/// (`zero_fill`), its pass over the process's mmap_lock line, its count in the epoch and its
+/// time as fault time. Returns that time; the caller adds it to the reference's cost.
+fn take_fault(th: &mut Thread, sh: &mut Shared, node: usize, size: PageSize) -> f64 {
+    let ns = zero_fill(th, sh, node, size);
+    sh.mmap_lock.fault(th.task.index(), th.node);
+    th.epoch_faults += 1;
+    th.s.fault_ns += ns;
+    ns
+}
+
 /// How long a fault of a thread on `cpu_node` allocating a folio of `size` on `node` takes:
 /// the preset's fault cost, or, for a huge page, the core's time to clear it where that is
 /// longer.
@@ -2123,12 +2134,8 @@ fn fresh_touch(
             // its own page, allocated and cleared on its node, then freed: the fault's time
             // and zeroing traffic, and the owner's page mapped when it ends
             drain_stores(th);
-            let ns = zero_fill(th, sh, th.node, pte.size());
-            sh.mmap_lock.fault(th.task.index(), th.node);
+            *cost += take_fault(th, sh, th.node, pte.size());
             sh.os.vm.first_touch_faults_lost += 1;
-            th.epoch_faults += 1;
-            th.s.fault_ns += ns;
-            *cost += ns;
             th.window
                 .serialise(th.indep_ns + *cost, th.s.loads + th.s.stores);
             pte
@@ -2146,11 +2153,8 @@ fn fresh_touch(
             sh.os
                 .take_over_fresh(start, take.size, NodeId(th.node as u16));
             let now = sh.os.pt.get(addr);
-            let ns = zero_fill(th, sh, now.node(), take.size);
+            let ns = take_fault(th, sh, now.node(), take.size);
             sh.os.first_touch.fault_ends(start, th.clock + ns);
-            sh.mmap_lock.fault(th.task.index(), th.node);
-            th.epoch_faults += 1;
-            th.s.fault_ns += ns;
             *cost += ns;
             // hugetlbfs: the previous owner only waited for this fault, and the rest of its own
             // comes back once its turn is not running (`apply_fault_refunds`); anonymous
@@ -2328,14 +2332,11 @@ fn slow_path_after_wait(
     let local = NodeId(th.node as u16);
     if !pte.present() {
         let f = sh.os.fault(th.task, addr, local)?;
-        let ns = zero_fill(th, sh, f.node.index(), f.size);
+        let ns = take_fault(th, sh, f.node.index(), f.size);
         if f.local_rule {
             sh.os.mark_fresh(&f, th.id, th.clock, th.clock + ns);
         }
-        sh.mmap_lock.fault(th.task.index(), th.node);
-        th.epoch_faults += 1;
         th.s.faults += 1;
-        th.s.fault_ns += ns;
         return Ok(ns);
     }
     let size = pte.size();

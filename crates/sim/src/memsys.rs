@@ -112,8 +112,6 @@ pub struct MemSys {
     /// Write-backs from CPU node s to memory node d this epoch: `epoch_writes[s * n + d]`
     /// (which requesters a backlog holds back).
     epoch_writes: Vec<u64>,
-    /// Directory writes caused by CPU node s's reads on memory node d this epoch: the
-    /// controller's lines only (they cross no link and see no path latency).
     // cumulative counters (reads of the current epoch are added by `end_epoch`; the
     // accessors below include them)
     ctrl_read_bytes: Vec<u64>,
