@@ -8,9 +8,11 @@
 //!
 //! Which samples count where: PAMUP, NHP and PSP use every sample (policies.md §0: "% of all
 //! samples"); LAR, imbalance, what-if and remote traffic use DRAM-served samples only. A
-//! sample whose data source is unknown (software events, `perf record -d` without data_src)
-//! counts as DRAM when [`Options::unknown_source_as_dram`] is set, the default: page-fault or
-//! load-address samples then still show who touches which page.
+//! sample whose data source is unknown (`perf record -d` on a hardware event without data_src)
+//! counts as DRAM when [`Options::unknown_source_as_dram`] is set, the default: load-address
+//! samples then still show who touches which page. Samples of events that are not memory
+//! accesses (`page-faults` and other software events, tracepoints: `Known::NOT_ACCESS`) never
+//! count as DRAM; they still count in PAMUP, NHP and PSP, as every sample does.
 
 use crate::error::Error;
 use crate::record::{Mapping, MappingKind, Row, SampleSource};
@@ -91,6 +93,9 @@ pub struct SampleCounts {
     /// Counted as DRAM-served (see the module docs).
     pub dram: u64,
     pub unknown_source: u64,
+    /// Samples of events that are not memory accesses (page faults: `Known::NOT_ACCESS`),
+    /// never counted as DRAM.
+    pub not_accesses: u64,
     pub writes: u64,
     pub by_source: BTreeMap<String, u64>,
     /// Samples the recorder took but did not keep (`FileMeta::samples_dropped`).
@@ -675,6 +680,7 @@ impl Acc {
         for (i, s) in Row::SOURCES.iter().enumerate() {
             is_dram[i] = s.is_dram();
         }
+        is_dram[Row::NOT_ACCESS as usize] = false;
         let mut by_source = [0u64; 256];
         let (mut dram_n, mut writes, mut with_cpu, mut with_page) = (0u64, 0u64, 0u64, 0u64);
         const AHEAD: usize = 12;
@@ -725,6 +731,7 @@ impl Acc {
         for (i, n) in by_source.iter().enumerate() {
             match self.by_source.get_mut(i) {
                 Some(b) => *b += n,
+                None if i == Row::NOT_ACCESS as usize => c.not_accesses += n,
                 None => c.unknown_source += n,
             }
         }
@@ -1327,6 +1334,14 @@ pub fn render_text(r: &Report) -> String {
         r.samples.unknown_source,
         r.samples.writes
     );
+    if r.samples.not_accesses > 0 {
+        let _ = writeln!(
+            w,
+            "  not memory accesses {} (page faults or other software events: where they \
+             happened counts for page sharing and hot pages, never as DRAM traffic)",
+            r.samples.not_accesses
+        );
+    }
     if !r.samples.by_source.is_empty() {
         let src: Vec<String> = r
             .samples

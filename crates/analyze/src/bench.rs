@@ -62,6 +62,7 @@ pub fn meta() -> FileMeta {
         len_bytes: len,
         name: String::new(),
         kind: MappingKind::Anonymous,
+        pgoff: 0,
     };
     FileMeta {
         machine: "synthetic-4n".into(),
@@ -82,9 +83,11 @@ pub fn meta() -> FileMeta {
                 len_bytes: 2 * MB,
                 name: "/usr/bin/bench-analyze".into(),
                 kind: MappingKind::Binary,
+                pgoff: 0,
             },
         ],
         samples_dropped: 0,
+        ..Default::default()
     }
 }
 
@@ -196,6 +199,7 @@ impl Synthetic {
             phys_addr: None,
             weight: None,
             data_src: None,
+            period: None,
         }
     }
 }
@@ -214,6 +218,7 @@ impl SampleSource for Synthetic {
         Ok(Some(Batch {
             records,
             mappings: Vec::new(),
+            thread_names: Vec::new(),
         }))
     }
 }

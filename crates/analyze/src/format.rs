@@ -50,14 +50,19 @@ pub const FORMAT_VERSION: &str = "1";
 pub const DEFAULT_BATCH_ROWS: usize = 65_536;
 
 /// Names of the `source` dictionary values, in `DataSource` order; the same strings as the
-/// core type's serde names, so JSON and Arrow agree.
-const SOURCE_NAMES: [&str; 5] = [
+/// core type's serde names, so JSON and Arrow agree. The last says that the sample is not a
+/// memory access at all (a page fault: `Known::NOT_ACCESS`); null is an access whose source
+/// is unknown.
+const SOURCE_NAMES: [&str; 6] = [
     "private-cache",
     "local-llc",
     "remote-cache",
     "local-dram",
     "remote-dram",
+    NOT_AN_ACCESS,
 ];
+const NOT_AN_ACCESS: &str = "not-an-access";
+const NOT_AN_ACCESS_KEY: i8 = 5;
 
 /// Dictionary key of a source: its index in [`Row::SOURCES`], the order of `SOURCE_NAMES`.
 fn source_index(s: DataSource) -> i8 {
@@ -90,13 +95,13 @@ pub fn placement_path_for(samples: &Path) -> PathBuf {
     }
 }
 
-/// The sample schema; `perf_columns` adds event, ip, phys_addr, weight and data_src.
+/// The sample schema; `perf_columns` adds event, ip, phys_addr, weight, data_src and period.
 pub fn sample_schema(meta: &FileMeta, perf_columns: bool) -> Result<Schema, Error> {
     let mut fields = vec![
         Field::new("time_ns", DataType::UInt64, false),
         Field::new("task", DataType::UInt32, false),
         Field::new("thread", DataType::UInt32, false),
-        Field::new("cpu", DataType::UInt32, false),
+        Field::new("cpu", DataType::UInt32, true),
         Field::new("cpu_node", DataType::UInt16, true),
         Field::new("addr", DataType::UInt64, false),
         Field::new("page_node", DataType::UInt16, true),
@@ -116,6 +121,7 @@ pub fn sample_schema(meta: &FileMeta, perf_columns: bool) -> Result<Schema, Erro
             Field::new("phys_addr", DataType::UInt64, true),
             Field::new("weight", DataType::UInt64, true),
             Field::new("data_src", DataType::UInt64, true),
+            Field::new("period", DataType::UInt64, true),
         ]);
     }
     let json = serde_json::to_string(meta)
@@ -253,12 +259,16 @@ impl<W: Write> SampleWriter<W> {
             time.append_value(s.time_ns);
             task.append_value(s.task.0);
             thread.append_value(s.thread.0);
-            cpu.append_value(s.cpu.0);
+            cpu.append_option(r.cpu().map(|c| c.0));
             cpu_node.append_option(r.cpu_node().map(|n| n.0));
             addr.append_value(s.addr);
             page_node.append_option(r.page_node().map(|n| n.0));
             page_shift.append_option(r.page_size().map(|p| p.shift() as u8));
-            source.append_option(r.source().map(source_index));
+            source.append_option(if r.is_access() {
+                r.source().map(source_index)
+            } else {
+                Some(NOT_AN_ACCESS_KEY)
+            });
             latency.append_option(r.latency_ns());
             write.append_option(r.write());
         }
@@ -284,12 +294,14 @@ impl<W: Write> SampleWriter<W> {
             let mut phys = UInt64Builder::with_capacity(n);
             let mut weight = UInt64Builder::with_capacity(n);
             let mut dsrc = UInt64Builder::with_capacity(n);
+            let mut period = UInt64Builder::with_capacity(n);
             for r in &self.pending {
                 event.append_value(r.event);
                 ip.append_option(r.ip);
                 phys.append_option(r.phys_addr);
                 weight.append_option(r.weight);
                 dsrc.append_option(r.data_src);
+                period.append_option(r.period);
             }
             cols.extend([
                 Arc::new(event.finish()) as ArrayRef,
@@ -297,6 +309,7 @@ impl<W: Write> SampleWriter<W> {
                 Arc::new(phys.finish()),
                 Arc::new(weight.finish()),
                 Arc::new(dsrc.finish()),
+                Arc::new(period.finish()),
             ]);
         }
         RecordBatch::try_new(self.schema.clone(), cols)
@@ -790,6 +803,7 @@ impl<R: Read> SampleReader<R> {
         let phys = opt_column::<UInt64Array>(b, "phys_addr", path)?;
         let weight = opt_column::<UInt64Array>(b, "weight", path)?;
         let dsrc = opt_column::<UInt64Array>(b, "data_src", path)?;
+        let period = opt_column::<UInt64Array>(b, "period", path)?;
         for (name, a) in [("time_ns", time.null_count()), ("addr", addr.null_count())] {
             if a > 0 {
                 return Err(Error::new(path, format!("column '{name}' has null values")));
@@ -801,27 +815,34 @@ impl<R: Read> SampleReader<R> {
             .as_any()
             .downcast_ref::<StringArray>()
             .ok_or_else(|| Error::new(path, "column 'source' must be a dictionary of strings"))?;
-        let dict: Vec<Option<DataSource>> = (0..dict.len())
+        // None: null (unknown source); Some(None): not an access.
+        let dict: Vec<Option<Option<DataSource>>> = (0..dict.len())
             .map(|i| {
                 if dict.is_null(i) {
                     return Ok(None);
                 }
-                source_of_name(dict.value(i)).map(Some).ok_or_else(|| {
-                    Error::new(
-                        path,
-                        format!(
-                            "column 'source' has unknown value '{}' (expected one of {})",
-                            dict.value(i),
-                            SOURCE_NAMES.join(", ")
-                        ),
-                    )
-                })
+                if dict.value(i) == NOT_AN_ACCESS {
+                    return Ok(Some(None));
+                }
+                source_of_name(dict.value(i))
+                    .map(|s| Some(Some(s)))
+                    .ok_or_else(|| {
+                        Error::new(
+                            path,
+                            format!(
+                                "column 'source' has unknown value '{}' (expected one of {})",
+                                dict.value(i),
+                                SOURCE_NAMES.join(", ")
+                            ),
+                        )
+                    })
             })
             .collect::<Result<_, _>>()?;
         let keys = source.keys();
         // Plain slices and null bitmaps: the per-row accessors of arrow-array are not inlined
         // across crates, and this loop runs once per sample.
         let valid = |n: Option<&NullBuffer>, i: usize| n.is_none_or(|n| n.is_valid(i));
+        let cpu_n = cpu.nulls();
         let (time_v, task_v, thread_v, cpu_v, addr_v) = (
             time.values(),
             task.values(),
@@ -845,6 +866,7 @@ impl<R: Read> SampleReader<R> {
                     known = known.with(k);
                 }
             };
+            flag(valid(cpu_n, i), Known::CPU);
             flag(valid(cpu_node_n, i), Known::CPU_NODE);
             flag(valid(page_node_n, i), Known::PAGE_NODE);
             flag(valid(latency_n, i), Known::LATENCY);
@@ -873,10 +895,12 @@ impl<R: Read> SampleReader<R> {
                             format!("row {i}: source key {k} outside its dictionary"),
                         )
                     })?;
-                if s.is_some() {
-                    known = known.with(Known::SOURCE);
+                match s {
+                    Some(Some(_)) => known = known.with(Known::SOURCE),
+                    Some(None) => known = known.with(Known::NOT_ACCESS),
+                    None => {}
                 }
-                s
+                s.flatten()
             } else {
                 None
             };
@@ -900,6 +924,7 @@ impl<R: Read> SampleReader<R> {
                 phys_addr: opt64(phys, i),
                 weight: opt64(weight, i),
                 data_src: opt64(dsrc, i),
+                period: opt64(period, i),
             };
             if !known.has(Known::PAGE_NODE) {
                 if let Some(p) = &self.placement {
@@ -955,6 +980,7 @@ impl<R: Read> SampleSource for SampleReader<R> {
             Some(b) => Ok(Some(Batch {
                 records: self.convert(&b)?,
                 mappings: Vec::new(),
+                thread_names: Vec::new(),
             })),
         }
     }

@@ -28,5 +28,5 @@ pub use format::{PlacementReader, PlacementWriter, SampleReader, SampleWriter};
 pub use perf::PerfReader;
 pub use record::{
     Batch, FileMeta, Known, Mapping, MappingKind, Placement, PlacementEntry, Record, Row,
-    SampleSource,
+    SampleSource, ThreadName,
 };

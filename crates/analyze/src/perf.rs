@@ -15,9 +15,10 @@
 use crate::error::Error;
 use crate::record::{
     cpu_nodes, Batch, FileMeta, Known, Mapping, MappingKind, Placement, Record, Row, SampleSource,
+    ThreadName,
 };
 use linux_perf_data::linux_perf_event_reader::{
-    EventRecord, PerfEventAttr, RecordType, SamplingPolicy,
+    EventRecord, PerfEventAttr, PerfEventType, RecordType, SamplingPolicy,
 };
 use linux_perf_data::{
     Endianness, Feature, PerfFile, PerfFileReader, PerfFileRecord, PerfRecordIter,
@@ -526,6 +527,8 @@ pub struct PerfReader {
     mem_nodes: Option<MemNodes>,
     /// The file says its weights are latencies in ns (numalab's perf.data export).
     weight_is_latency: bool,
+    /// Per event: it does not sample memory accesses ([`Known::NOT_ACCESS`]).
+    not_access: Vec<bool>,
     placement: Option<Placement>,
     batch_rows: usize,
     /// Samples whose record could not be decoded (reported, not fatal: one bad record should
@@ -628,6 +631,10 @@ impl PerfReader {
             .flatten()
             .and_then(crate::perf_write::id_offset_of_version)
             .unwrap_or(0);
+        let not_access: Vec<bool> = attrs.iter().map(|a| !samples_accesses(&a.attr)).collect();
+        let samples_without_cpu = attrs
+            .iter()
+            .any(|a| a.attr.sample_format.bits() & SAMPLE_CPU == 0);
         let cpu_node16 = cpu_node
             .iter()
             .map(|n| n.map_or(Row::NO_NODE, |n| n.0))
@@ -653,6 +660,8 @@ impl PerfReader {
             events,
             mappings: Vec::new(),
             samples_dropped: 0,
+            thread_names: Vec::new(),
+            samples_without_cpu,
         };
         Ok(PerfReader {
             path,
@@ -669,6 +678,7 @@ impl PerfReader {
             id_offset,
             mem_nodes,
             weight_is_latency,
+            not_access,
             placement: opts.placement,
             batch_rows: if opts.batch_rows == 0 {
                 65_536
@@ -721,14 +731,22 @@ impl PerfReader {
     }
 
     fn to_record(&self, event: usize, s: &RawSample) -> Record {
-        let cpu = s.cpu.unwrap_or(0);
+        // (u32)-1: a sample without a CPU in a file whose samples have one (numalab's export)
+        let known_cpu = s.cpu.filter(|&c| c != u32::MAX);
+        let cpu = known_cpu.unwrap_or(0);
         let cpu_node = self.cpu_node.get(cpu as usize).copied().flatten();
         let source = s.data_src.and_then(data_source);
         let write = s.data_src.and_then(data_src_is_write);
         let page_size = s.data_page_size.and_then(page_size_of_bytes);
         let mut known = Known::NONE;
-        if s.cpu.is_some() && cpu_node.is_some() {
-            known = known.with(Known::CPU_NODE);
+        if known_cpu.is_some() {
+            known = known.with(Known::CPU);
+            if cpu_node.is_some() {
+                known = known.with(Known::CPU_NODE);
+            }
+        }
+        if self.not_access.get(event).copied().unwrap_or(false) {
+            known = known.with(Known::NOT_ACCESS);
         }
         if source.is_some() {
             known = known.with(Known::SOURCE);
@@ -779,6 +797,7 @@ impl PerfReader {
             phys_addr: s.phys_addr,
             weight: s.weight,
             data_src: s.data_src,
+            period: s.period,
         };
         if let Some(p) = &self.placement {
             p.annotate(&mut r);
@@ -799,6 +818,7 @@ impl PerfReader {
         let mut batch = Batch {
             records: Vec::with_capacity(self.batch_rows),
             mappings: Vec::new(),
+            thread_names: Vec::new(),
         };
         let mut any = false;
         let mut q = std::mem::take(&mut f.records);
@@ -815,6 +835,7 @@ impl PerfReader {
                 match item {
                     Item::Sample(r) => batch.records.push(r),
                     Item::Map(m) => batch.mappings.push(m),
+                    Item::Comm(c) => batch.thread_names.push(c),
                 }
             }
             Ok(())
@@ -860,7 +881,7 @@ impl PerfReader {
     /// A sample straight into a [`Row`] (the same values as `Row::from_record(to_record(..))`)
     /// from a fixed layout with an address; `None` when the record is too short.
     #[inline]
-    fn row_fast(&mut self, fl: &FixedLayout, b: &[u8]) -> Option<Row> {
+    fn row_fast(&mut self, fl: &FixedLayout, b: &[u8], attr: usize) -> Option<Row> {
         let b = b.get(..fl.size)?;
         let u = |at: Option<usize>| {
             at.map(|a| u64::from_le_bytes(b[a..a + 8].try_into().expect("8 bytes")))
@@ -884,6 +905,9 @@ impl PerfReader {
             None => Row::NO_NODE,
         };
         let (source, write) = match u(fl.data_src) {
+            _ if self.not_access.get(attr).copied().unwrap_or(false) => {
+                (Row::NOT_ACCESS, Row::UNKNOWN)
+            }
             Some(ds) => self.source_of(ds),
             None => (Row::UNKNOWN, Row::UNKNOWN),
         };
@@ -938,6 +962,13 @@ impl PerfReader {
         m.task = m.task.wrapping_sub(self.id_offset);
         m
     }
+
+    /// A thread name's pid and tid back in numalab's numbering.
+    fn map_thread(&self, mut t: ThreadName) -> ThreadName {
+        t.task = t.task.wrapping_sub(self.id_offset);
+        t.thread = t.thread.wrapping_sub(self.id_offset);
+        t
+    }
 }
 
 /// Records read and not handed out yet, in key order up to `ready` (those released).
@@ -982,6 +1013,8 @@ impl<T: Queued> Queue<T> {
 trait Queued: Sized {
     fn sample(r: &mut PerfReader, f: &FastRecords, body: &[u8], key: Key) -> Option<Self>;
     fn map(m: Mapping, key: Key, row_maps: &mut Vec<Option<Mapping>>) -> Self;
+    /// A thread name, where the queue keeps them (the analysis' rows do not).
+    fn comm(c: ThreadName, key: Key) -> Option<Self>;
     fn key(&self) -> Key;
 }
 
@@ -990,10 +1023,7 @@ impl Queued for (Key, Item) {
         let fixed = f.fixed.and_then(|fl| fl.decode(body));
         match fixed.map_or_else(|| decode_sample(body, &f.layout), Ok) {
             Ok(s) if s.addr.is_some() => {
-                let attr = match (&f.id_to_attr, s.id) {
-                    (Some(m), Some(id)) => m.get(&id).copied().unwrap_or(0),
-                    _ => 0,
-                };
+                let attr = f.attr_of_id(s.id);
                 Some((key, Item::Sample(r.to_record(attr, &s))))
             }
             // A sample without a data address says nothing about memory placement.
@@ -1007,6 +1037,9 @@ impl Queued for (Key, Item) {
     }
     fn map(m: Mapping, key: Key, _: &mut Vec<Option<Mapping>>) -> Self {
         (key, Item::Map(m))
+    }
+    fn comm(c: ThreadName, key: Key) -> Option<Self> {
+        Some((key, Item::Comm(c)))
     }
     #[inline]
     fn key(&self) -> Key {
@@ -1031,11 +1064,16 @@ impl QRow {
 impl Queued for QRow {
     #[inline]
     fn sample(r: &mut PerfReader, f: &FastRecords, body: &[u8], key: Key) -> Option<Self> {
-        let row = match f.row_layout.as_ref().and_then(|fl| r.row_fast(fl, body)) {
+        let attr = f.attr_of(body);
+        let row = match f
+            .row_layout
+            .as_ref()
+            .and_then(|fl| r.row_fast(fl, body, attr))
+        {
             Some(row) => row,
             None => match <(Key, Item)>::sample(r, f, body, key)?.1 {
                 Item::Sample(rec) => Row::from_record(&rec),
-                Item::Map(_) => return None,
+                Item::Map(_) | Item::Comm(_) => return None,
             },
         };
         // A sample's key time is its TIME field, as the row's (0 when absent, then no key time).
@@ -1047,6 +1085,9 @@ impl Queued for QRow {
                 ..row
             },
         })
+    }
+    fn comm(_: ThreadName, _: Key) -> Option<Self> {
+        None
     }
     fn map(m: Mapping, key: Key, row_maps: &mut Vec<Option<Mapping>>) -> Self {
         row_maps.push(Some(m));
@@ -1368,6 +1409,7 @@ fn whole_records(file: &mut File, data_offset: u64, avail: u64) -> u64 {
 enum Item {
     Sample(Record),
     Map(Mapping),
+    Comm(ThreadName),
 }
 
 /// Sort key of a record, as linux-perf-data orders them: time (none first), then offset.
@@ -1482,6 +1524,27 @@ impl FastRecords {
         }))
     }
 
+    /// The event (index in the file's attributes) of a sample with sample id `id`.
+    fn attr_of_id(&self, id: Option<u64>) -> usize {
+        match (&self.id_to_attr, id) {
+            (Some(m), Some(id)) => m.get(&id).copied().unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    /// The event of a sample's body, read from its fixed layout (0 with one event).
+    fn attr_of(&self, body: &[u8]) -> usize {
+        if self.id_to_attr.is_none() {
+            return 0;
+        }
+        let id = self
+            .fixed
+            .as_ref()
+            .and_then(|fl| fl.id.or(fl.identifier))
+            .and_then(|at| Self::le64(body, at));
+        self.attr_of_id(id)
+    }
+
     fn le64(b: &[u8], at: usize) -> Option<u64> {
         b.get(at..at + 8)
             .map(|s| u64::from_le_bytes(s.try_into().expect("8 bytes")))
@@ -1570,6 +1633,8 @@ impl FastRecords {
                 T::sample(r, self, body, key)
             } else if ty == RECORD_MMAP || ty == RECORD_MMAP2 {
                 parse_mmap(ty, misc, body).map(|m| T::map(r.map_task(m), key, &mut self.row_maps))
+            } else if ty == RECORD_COMM {
+                parse_comm(body).and_then(|c| T::comm(r.map_thread(c), key))
             } else {
                 None
             };
@@ -1590,6 +1655,7 @@ impl FastRecords {
 }
 
 const RECORD_MMAP: u32 = 1;
+const RECORD_COMM: u32 = 3;
 const RECORD_SAMPLE: u32 = 9;
 const RECORD_MMAP2: u32 = 10;
 const MISC_MMAP_DATA: u16 = 1 << 13;
@@ -1604,6 +1670,7 @@ fn parse_mmap(ty: u32, misc: u16, b: &[u8]) -> Option<Mapping> {
     let pid = u32at(0)?;
     let start = FastRecords::le64(b, 8)?;
     let len = FastRecords::le64(b, 16)?;
+    let pgoff = FastRecords::le64(b, 24)?;
     let (exec, name_at) = if ty == RECORD_MMAP {
         (misc & MISC_MMAP_DATA == 0, 32)
     } else {
@@ -1623,6 +1690,34 @@ fn parse_mmap(ty: u32, misc: u16, b: &[u8]) -> Option<Mapping> {
         len_bytes: len,
         kind: MappingKind::classify(&name, exec),
         name,
+        pgoff,
+    })
+}
+
+/// Whether an event samples memory accesses: hardware, raw and cache events do (with
+/// `perf mem record` or `-d` their address is the access's); software events (`page-faults`,
+/// `minor-faults`, `major-faults`, ...) and tracepoints do not: their address is where a
+/// fault or event happened, not a load or store served from a cache or DRAM.
+fn samples_accesses(a: &PerfEventAttr) -> bool {
+    !matches!(
+        a.type_,
+        PerfEventType::Software(_) | PerfEventType::Tracepoint(_)
+    )
+}
+
+/// A COMM record's thread name: `u32 pid, u32 tid, char comm[]` (NUL-terminated).
+fn parse_comm(b: &[u8]) -> Option<ThreadName> {
+    let u32at = |at: usize| {
+        b.get(at..at + 4)
+            .map(|s| u32::from_le_bytes(s.try_into().expect("4")))
+    };
+    let (task, thread) = (u32at(0)?, u32at(4)?);
+    let rest = b.get(8..)?;
+    let name = &rest[..rest.iter().position(|c| *c == 0).unwrap_or(rest.len())];
+    Some(ThreadName {
+        task,
+        thread,
+        comm: String::from_utf8_lossy(name).into_owned(),
     })
 }
 
@@ -1734,6 +1829,7 @@ impl PerfReader {
                     m.pid,
                     m.address,
                     m.length,
+                    m.page_offset,
                     m.is_executable,
                     m.path.as_slice().into_owned(),
                 )),
@@ -1741,12 +1837,21 @@ impl PerfReader {
                     m.pid,
                     m.address,
                     m.length,
+                    m.page_offset,
                     m.protection & 4 != 0, // PROT_EXEC
                     m.path.as_slice().into_owned(),
                 )),
+                Ok(EventRecord::Comm(c)) => {
+                    batch.thread_names.push(ThreadName {
+                        task: (c.pid as u32).wrapping_sub(self.id_offset),
+                        thread: (c.tid as u32).wrapping_sub(self.id_offset),
+                        comm: String::from_utf8_lossy(&c.name.as_slice()).into_owned(),
+                    });
+                    None
+                }
                 _ => None,
             };
-            if let Some((pid, start, len, exec, name)) = m {
+            if let Some((pid, start, len, pgoff, exec, name)) = m {
                 let name = String::from_utf8_lossy(&name).into_owned();
                 batch.mappings.push(Mapping {
                     task: (pid as u32).wrapping_sub(self.id_offset),
@@ -1754,6 +1859,7 @@ impl PerfReader {
                     len_bytes: len,
                     kind: MappingKind::classify(&name, exec),
                     name,
+                    pgoff,
                 });
             }
         }

@@ -35,9 +35,9 @@ use crate::perf::{
     SAMPLE_ADDR, SAMPLE_CPU, SAMPLE_DATA_PAGE_SIZE, SAMPLE_DATA_SRC, SAMPLE_IDENTIFIER, SAMPLE_IP,
     SAMPLE_PERIOD, SAMPLE_PHYS_ADDR, SAMPLE_TID, SAMPLE_TIME, SAMPLE_WEIGHT,
 };
-use crate::record::{FileMeta, Mapping, MappingKind, Record, SampleSource};
+use crate::record::{FileMeta, Mapping, MappingKind, Record, SampleSource, ThreadName};
 use numalab_core::{DataSource, NodeId};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -54,8 +54,21 @@ pub const SAMPLE_TYPE: u64 = SAMPLE_IDENTIFIER
     | SAMPLE_DATA_SRC
     | SAMPLE_PHYS_ADDR
     | SAMPLE_DATA_PAGE_SIZE;
-/// Bytes of one PERF_RECORD_SAMPLE: header + 11 u64 fields.
-const SAMPLE_BYTES: usize = 8 + 11 * 8;
+
+/// Origins whose task and thread ids are a real kernel's pids and tids, written as they are
+/// (perf's own files, `numalab record`); the simulator's are offset by [`ID_OFFSET`].
+const REAL_ID_ORIGINS: [&str; 2] = ["perf", "numalab-record"];
+
+/// Event names written as perf's software page-fault events (`PERF_TYPE_SOFTWARE` and its
+/// config), so that a page-fault recording read back stays one ([`crate::perf`] takes
+/// software events as not sampling memory accesses); every other name is declared as
+/// Intel's load-latency raw event.
+const SOFTWARE_FAULT_EVENTS: [(&str, u64); 4] = [
+    ("page-faults", 2), // PERF_COUNT_SW_PAGE_FAULTS
+    ("faults", 2),
+    ("minor-faults", 5), // PERF_COUNT_SW_PAGE_FAULTS_MIN
+    ("major-faults", 6), // PERF_COUNT_SW_PAGE_FAULTS_MAJ
+];
 
 /// `HEADER_VERSION` prefix by which the reader knows `weight` holds latency in ns.
 pub const VERSION_LATENCY_NS: &str = "numalab (weight = latency ns)";
@@ -86,7 +99,10 @@ const RECORD_COMM: u32 = 3;
 const RECORD_SAMPLE: u32 = 9;
 const RECORD_MMAP2: u32 = 10;
 const RECORD_FINISHED_ROUND: u32 = 68;
+const MISC_KERNEL: u16 = 1;
 const MISC_USER: u16 = 2;
+/// Lowest kernel address on x86-64 (the canonical upper half).
+const KERNEL_START: u64 = 0xffff_8000_0000_0000;
 const MISC_MMAP_DATA: u16 = 1 << 13;
 
 // Feature bits (perf's util/header.h, enum HEADER_*).
@@ -185,6 +201,12 @@ pub struct PerfWriter<W: Write + Seek> {
     real_phys: bool,
     raw_weights: bool,
     summary: ExportSummary,
+    /// Added to task and thread ids (0 for real pids; see [`REAL_ID_ORIGINS`]).
+    id_offset: u32,
+    /// [`SAMPLE_TYPE`], without `SAMPLE_CPU` when the samples carry no CPU.
+    sample_type: u64,
+    /// Thread names by (task, thread), for the COMM records.
+    names: HashMap<(u32, u32), String>,
 }
 
 impl PerfWriter<BufWriter<File>> {
@@ -245,14 +267,19 @@ impl<W: Write + Seek> PerfWriter<W> {
         if events.len() > u16::MAX as usize {
             return Err(Error::new(&path, "more than 65535 events"));
         }
+        let sample_type = if meta.samples_without_cpu {
+            SAMPLE_TYPE & !SAMPLE_CPU
+        } else {
+            SAMPLE_TYPE
+        };
         // Header placeholder, then ids and attributes; the data follows.
         let mut b = vec![0u8; HEADER_BYTES as usize];
         let ids_at = b.len() as u64;
         for i in 0..events.len() {
             u64le(&mut b, i as u64 + 1);
         }
-        for i in 0..events.len() {
-            b.extend_from_slice(&attr_bytes(meta.sample_period));
+        for (i, name) in events.iter().enumerate() {
+            b.extend_from_slice(&attr_bytes(meta.sample_period, sample_type, name));
             u64le(&mut b, ids_at + 8 * i as u64);
             u64le(&mut b, 8);
         }
@@ -277,7 +304,15 @@ impl<W: Write + Seek> PerfWriter<W> {
             real_phys: false,
             raw_weights: false,
             summary: ExportSummary::default(),
+            id_offset: if REAL_ID_ORIGINS.contains(&meta.origin.as_str()) {
+                0
+            } else {
+                ID_OFFSET
+            },
+            sample_type,
+            names: HashMap::new(),
         };
+        w.push_thread_names(&meta.thread_names);
         let maps = meta.mappings.clone();
         w.push_mappings(&maps, 0)?;
         Ok(w)
@@ -296,14 +331,34 @@ impl<W: Write + Seek> PerfWriter<W> {
         Ok(())
     }
 
-    /// The sample_id trailer of a non-sample record (sample_id_all): pid/tid, time, cpu, id.
+    /// Bytes of the sample_id trailer of a non-sample record.
+    fn sample_id_bytes(&self) -> usize {
+        if self.sample_type & SAMPLE_CPU != 0 {
+            32
+        } else {
+            24
+        }
+    }
+
+    /// The sample_id trailer of a non-sample record (sample_id_all): pid/tid, time, cpu
+    /// (when samples have one), identifier.
     fn sample_id(&mut self, pid: u32, tid: u32, time: u64) {
+        let with_cpu = self.sample_type & SAMPLE_CPU != 0;
         let b = &mut self.buf;
         u32le(b, pid);
         u32le(b, tid);
         u64le(b, time);
-        u64le(b, 0);
+        if with_cpu {
+            u64le(b, 0);
+        }
         u64le(b, 1);
+    }
+
+    /// Thread names for the COMM records of threads not written yet.
+    pub fn push_thread_names(&mut self, names: &[ThreadName]) {
+        for n in names {
+            self.names.insert((n.task, n.thread), n.comm.clone());
+        }
     }
 
     /// MMAP2 records for `maps`, effective from `time_ns`.
@@ -311,19 +366,26 @@ impl<W: Write + Seek> PerfWriter<W> {
         for m in maps {
             let name = if m.name.is_empty() { "//anon" } else { &m.name };
             let name_bytes = pad8(name.len() + 1);
-            let size = 8 + 8 + 3 * 8 + 8 + 16 + 8 + name_bytes + 32;
+            let size = 8 + 8 + 3 * 8 + 8 + 16 + 8 + name_bytes + self.sample_id_bytes();
             let exec = m.kind == MappingKind::Binary;
+            // perf's kernel maps ([kernel.kallsyms], modules) belong to pid -1
+            let kernel = m.task == u32::MAX;
+            let pid = if kernel {
+                u32::MAX
+            } else {
+                m.task.wrapping_add(self.id_offset)
+            };
             let b = &mut self.buf;
             u32le(b, RECORD_MMAP2);
-            let misc = MISC_USER | if exec { 0 } else { MISC_MMAP_DATA };
+            let misc = if kernel { MISC_KERNEL } else { MISC_USER }
+                | if exec { 0 } else { MISC_MMAP_DATA };
             b.extend_from_slice(&misc.to_le_bytes());
             b.extend_from_slice(&(size as u16).to_le_bytes());
-            let pid = m.task.wrapping_add(ID_OFFSET);
             u32le(b, pid);
             u32le(b, pid);
             u64le(b, m.start);
             u64le(b, m.len_bytes);
-            u64le(b, 0); // pgoff
+            u64le(b, m.pgoff);
             u32le(b, 0); // maj
             u32le(b, 0); // min
             u64le(b, 0); // ino
@@ -338,17 +400,30 @@ impl<W: Write + Seek> PerfWriter<W> {
         Ok(())
     }
 
-    fn comm(&mut self, pid: u32, tid: u32, time: u64) {
-        let mut name: String = self.meta.workload.chars().take(15).collect();
+    /// A thread's COMM record: its recorded name, else its process', else the workload's.
+    fn comm(&mut self, task: u32, thread: u32, time: u64) {
+        let known = self
+            .names
+            .get(&(task, thread))
+            .or_else(|| self.names.get(&(task, task)));
+        let mut name: String = known
+            .unwrap_or(&self.meta.workload)
+            .chars()
+            .take(15)
+            .collect();
         if name.is_empty() {
             name = "numalab".into();
         }
+        let (pid, tid) = (
+            task.wrapping_add(self.id_offset),
+            thread.wrapping_add(self.id_offset),
+        );
         // perf's comm is at most 16 bytes with its NUL: cut at a character boundary.
         while name.len() > 15 {
             name.pop();
         }
         let name_bytes = pad8(name.len() + 1);
-        let size = 8 + 8 + name_bytes + 32;
+        let size = 8 + 8 + name_bytes + self.sample_id_bytes();
         let b = &mut self.buf;
         u32le(b, RECORD_COMM);
         b.extend_from_slice(&MISC_USER.to_le_bytes());
@@ -375,17 +450,15 @@ impl<W: Write + Seek> PerfWriter<W> {
             ));
         }
         if self.threads.insert((s.task.0, s.thread.0)) {
-            self.comm(
-                s.task.0.wrapping_add(ID_OFFSET),
-                s.thread.0.wrapping_add(ID_OFFSET),
-                s.time_ns,
-            );
+            self.comm(s.task.0, s.thread.0, s.time_ns);
             self.summary.threads += 1;
         }
-        self.max_cpu = self.max_cpu.max(s.cpu.0);
-        if let Some(n) = r.cpu_node() {
-            self.cpu_nodes.entry(s.cpu.0).or_insert(n.0);
-            self.max_node = self.max_node.max(n.0);
+        if let Some(cpu) = r.cpu() {
+            self.max_cpu = self.max_cpu.max(cpu.0);
+            if let Some(n) = r.cpu_node() {
+                self.cpu_nodes.entry(cpu.0).or_insert(n.0);
+                self.max_node = self.max_node.max(n.0);
+            }
         }
         let phys = match (r.phys_addr, r.page_node()) {
             (Some(p), _) => {
@@ -412,24 +485,41 @@ impl<W: Write + Seek> PerfWriter<W> {
             .data_src
             .unwrap_or_else(|| encode_data_src(r.source(), r.write()));
         let page = r.page_size().map_or(0, |p| p.bytes());
+        let with_cpu = self.sample_type & SAMPLE_CPU != 0;
+        let fields = if with_cpu { 11 } else { 10 };
+        // a sample taken in the kernel (a page fault's ip in copy_to_user, say) says so, as
+        // perf record writes it, so that perf resolves it against the kernel's maps
+        let misc = match r.ip {
+            Some(ip) if ip >= KERNEL_START => MISC_KERNEL,
+            _ => MISC_USER,
+        };
+        let off = self.id_offset;
         let b = &mut self.buf;
         u32le(b, RECORD_SAMPLE);
-        b.extend_from_slice(&MISC_USER.to_le_bytes());
-        b.extend_from_slice(&(SAMPLE_BYTES as u16).to_le_bytes());
+        b.extend_from_slice(&misc.to_le_bytes());
+        b.extend_from_slice(&((8 + fields * 8) as u16).to_le_bytes());
+        let cpu = if with_cpu {
+            // a sample without one where the file has them: -1, perf's "no CPU"
+            Some(r.cpu().map_or(u32::MAX as u64, |c| c.0 as u64)) // cpu, reserved
+        } else {
+            None
+        };
         for v in [
-            r.event as u64 + 1, // IDENTIFIER
-            r.ip.unwrap_or(0),
-            (s.thread.0.wrapping_add(ID_OFFSET) as u64) << 32
-                | s.task.0.wrapping_add(ID_OFFSET) as u64, // pid, tid
-            s.time_ns,
-            s.addr,
-            s.cpu.0 as u64, // cpu, reserved
-            self.meta.sample_period.max(1),
-            weight,
-            data_src,
-            phys,
-            page,
-        ] {
+            Some(r.event as u64 + 1), // IDENTIFIER
+            Some(r.ip.unwrap_or(0)),
+            Some((s.thread.0.wrapping_add(off) as u64) << 32 | s.task.0.wrapping_add(off) as u64), // pid, tid
+            Some(s.time_ns),
+            Some(s.addr),
+            cpu,
+            Some(r.period.unwrap_or(self.meta.sample_period).max(1)),
+            Some(weight),
+            Some(data_src),
+            Some(phys),
+            Some(page),
+        ]
+        .into_iter()
+        .flatten()
+        {
             u64le(b, v);
         }
         self.summary.samples += 1;
@@ -513,16 +603,15 @@ impl<W: Write + Seek> PerfWriter<W> {
             FEAT_OSRELEASE,
             string(&format!("numalab-{}", self.meta.origin)),
         ));
-        let version = if self.raw_weights {
-            format!(
-                "numalab {}{ID_MARKER}{ID_OFFSET}",
-                env!("CARGO_PKG_VERSION")
-            )
+        let ids = if self.id_offset > 0 {
+            format!("{ID_MARKER}{}", self.id_offset)
         } else {
-            format!(
-                "{VERSION_LATENCY_NS} {}{ID_MARKER}{ID_OFFSET}",
-                env!("CARGO_PKG_VERSION")
-            )
+            String::new()
+        };
+        let version = if self.raw_weights {
+            format!("numalab {}{ids}", env!("CARGO_PKG_VERSION"))
+        } else {
+            format!("{VERSION_LATENCY_NS} {}{ids}", env!("CARGO_PKG_VERSION"))
         };
         f.push((FEAT_VERSION, string(&version)));
         f.push((FEAT_ARCH, string(std::env::consts::ARCH)));
@@ -571,7 +660,7 @@ impl<W: Write + Seek> PerfWriter<W> {
         u32le(&mut b, self.events.len() as u32);
         u32le(&mut b, ATTR_BYTES as u32);
         for (i, name) in self.events.iter().enumerate() {
-            b.extend_from_slice(&attr_bytes(self.meta.sample_period));
+            b.extend_from_slice(&attr_bytes(self.meta.sample_period, self.sample_type, name));
             u32le(&mut b, 1);
             put_string(&mut b, name);
             u64le(&mut b, i as u64 + 1);
@@ -639,21 +728,31 @@ impl<W: Write + Seek> PerfWriter<W> {
     }
 }
 
-/// perf_event_attr (VER7, 128 bytes): raw event 0x1cd (Intel's mem-loads), sampling every
-/// `period`, [`SAMPLE_TYPE`], mmap/comm/mmap2 records with sample_id_all, precise_ip 2, user
-/// space only (`exclude_kernel`, `exclude_hv`: every sample is written `PERF_RECORD_MISC_USER`;
-/// without them `perf report` looks for a kernel map the file has no reason to carry and warns
-/// that kernel address maps "were restricted").
-fn attr_bytes(period: u64) -> [u8; ATTR_BYTES] {
+/// perf_event_attr (VER7, 128 bytes) of the event named `name`: a software page-fault event
+/// ([`SOFTWARE_FAULT_EVENTS`]), else raw event 0x1cd (Intel's mem-loads) with precise_ip 2;
+/// sampling every `period`, `sample_type`, mmap/comm/mmap2 records with sample_id_all, user
+/// space only (`exclude_kernel`, `exclude_hv`: the file carries no kernel map unless its
+/// source did, and without them `perf report` looks for one and warns that kernel address
+/// maps "were restricted").
+fn attr_bytes(period: u64, sample_type: u64, name: &str) -> [u8; ATTR_BYTES] {
+    let software = SOFTWARE_FAULT_EVENTS
+        .iter()
+        .find(|(n, _)| name.split(':').next() == Some(*n))
+        .map(|(_, config)| *config);
+    let (kind, config, precise) = match software {
+        Some(c) => (1u32, c, 0u64), // PERF_TYPE_SOFTWARE
+        None => (4, 0x1cd, 2),      // PERF_TYPE_RAW
+    };
     let mut a = [0u8; ATTR_BYTES];
-    a[0..4].copy_from_slice(&4u32.to_le_bytes()); // PERF_TYPE_RAW
+    a[0..4].copy_from_slice(&kind.to_le_bytes());
     a[4..8].copy_from_slice(&(ATTR_BYTES as u32).to_le_bytes());
-    a[8..16].copy_from_slice(&0x1cdu64.to_le_bytes());
+    a[8..16].copy_from_slice(&config.to_le_bytes());
     a[16..24].copy_from_slice(&period.max(1).to_le_bytes());
-    a[24..32].copy_from_slice(&SAMPLE_TYPE.to_le_bytes());
-    // disabled(0), exclude_kernel(5), exclude_hv(6), mmap(8), comm(9), precise_ip=2 (bits
+    a[24..32].copy_from_slice(&sample_type.to_le_bytes());
+    // disabled(0), exclude_kernel(5), exclude_hv(6), mmap(8), comm(9), precise_ip (bits
     // 15-16), mmap_data(17), sample_id_all(18), mmap2(23)
-    let flags: u64 = 1 | 1 << 5 | 1 << 6 | 1 << 8 | 1 << 9 | 2 << 15 | 1 << 17 | 1 << 18 | 1 << 23;
+    let flags: u64 =
+        1 | 1 << 5 | 1 << 6 | 1 << 8 | 1 << 9 | precise << 15 | 1 << 17 | 1 << 18 | 1 << 23;
     a[40..48].copy_from_slice(&flags.to_le_bytes());
     a
 }
@@ -667,6 +766,7 @@ pub fn export(
     let mut last = 0;
     while let Some(b) = source.next_batch()? {
         let t = b.records.first().map_or(last, |r| r.sample.time_ns);
+        w.push_thread_names(&b.thread_names);
         w.push_mappings(&b.mappings, t)?;
         for r in &b.records {
             w.push(r)?;

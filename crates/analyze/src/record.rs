@@ -19,8 +19,16 @@ impl Known {
     pub const SOURCE: Known = Known(8);
     pub const LATENCY: Known = Known(16);
     pub const WRITE: Known = Known(32);
+    /// The sample's CPU (`AccessSample::cpu`): perf records it only with `PERF_SAMPLE_CPU`,
+    /// which `perf record` leaves out of per-thread software events.
+    pub const CPU: Known = Known(64);
     /// Everything: what the simulator's sampler delivers.
-    pub const ALL: Known = Known(63);
+    pub const ALL: Known = Known(127);
+    /// Not a field but what the sample is: its event does not sample memory accesses (a
+    /// software event such as `page-faults`, or a tracepoint), so its address is where the
+    /// event happened and nothing was served from any cache or DRAM; the analysis never
+    /// counts it as a DRAM access. Not part of [`Known::ALL`].
+    pub const NOT_ACCESS: Known = Known(128);
     pub const NONE: Known = Known(0);
 
     #[inline]
@@ -51,6 +59,10 @@ pub struct Record {
     pub weight: Option<u64>,
     /// perf's raw `perf_mem_data_src` word.
     pub data_src: Option<u64>,
+    /// The events this sample stands for (perf's `period`: it varies per sample when perf
+    /// samples at a frequency, and `perf report` weighs samples by it); `None`: the file's
+    /// `sample_period`.
+    pub period: Option<u64>,
 }
 
 impl Record {
@@ -64,9 +76,17 @@ impl Record {
             phys_addr: None,
             weight: None,
             data_src: None,
+            period: None,
         }
     }
 
+    pub fn cpu(&self) -> Option<CpuId> {
+        self.known.has(Known::CPU).then_some(self.sample.cpu)
+    }
+    /// Whether the sample is a memory access (see [`Known::NOT_ACCESS`]).
+    pub fn is_access(&self) -> bool {
+        !self.known.has(Known::NOT_ACCESS)
+    }
     pub fn cpu_node(&self) -> Option<NodeId> {
         self.known
             .has(Known::CPU_NODE)
@@ -145,6 +165,19 @@ pub struct Mapping {
     pub len_bytes: u64,
     pub name: String,
     pub kind: MappingKind,
+    /// Offset in the file of the mapping's first byte (perf's `pgoff`, bytes): with it `perf
+    /// report` finds the symbol of an address in a binary; 0 for anonymous memory.
+    #[serde(default)]
+    pub pgoff: u64,
+}
+
+/// A thread's command name, as perf's COMM records give it (at most 15 bytes, `comm` in
+/// /proc/PID/task/TID/stat).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadName {
+    pub task: u32,
+    pub thread: u32,
+    pub comm: String,
 }
 
 /// What a sample file says about where its samples come from.
@@ -171,6 +204,14 @@ pub struct FileMeta {
     /// `SimConfig::max_samples` in memory and counts the rest (0: none dropped).
     #[serde(default)]
     pub samples_dropped: u64,
+    /// Thread names known before the samples (perf conversion collects them first).
+    #[serde(default)]
+    pub thread_names: Vec<ThreadName>,
+    /// The samples carry no CPU: a perf.data file whose events were recorded without
+    /// `PERF_SAMPLE_CPU`. perf.data written from such a file has no CPU field either, rather
+    /// than CPU 0 in every sample.
+    #[serde(default)]
+    pub samples_without_cpu: bool,
 }
 
 /// A chunk of a sample stream. Mappings are handed out as they appear so that a perf file is
@@ -180,6 +221,8 @@ pub struct FileMeta {
 pub struct Batch {
     pub records: Vec<Record>,
     pub mappings: Vec<Mapping>,
+    /// Thread names (perf COMM records) as they appear, like mappings.
+    pub thread_names: Vec<ThreadName>,
 }
 
 /// A streaming source of samples: a numalab sample file, a perf.data file, or samples in
@@ -230,7 +273,8 @@ pub struct Row {
     pub page_node: u16,
     /// 12 / 21 / 30; 0 when unknown.
     pub page_shift: u8,
-    /// Index in [`Row::SOURCES`]; [`Row::UNKNOWN`] when unknown.
+    /// Index in [`Row::SOURCES`]; [`Row::UNKNOWN`] when unknown, [`Row::NOT_ACCESS`] when
+    /// the sample is not a memory access.
     pub source: u8,
     /// 0 load, 1 store, [`Row::UNKNOWN`] neither.
     pub write: u8,
@@ -240,6 +284,8 @@ pub struct Row {
 impl Row {
     pub const NO_NODE: u16 = u16::MAX;
     pub const UNKNOWN: u8 = u8::MAX;
+    /// `source` of a sample that is not a memory access ([`Known::NOT_ACCESS`]).
+    pub const NOT_ACCESS: u8 = u8::MAX - 1;
     /// The sources by index (`Row::source`).
     pub const SOURCES: [DataSource; 5] = [
         DataSource::PrivateCache,
@@ -269,7 +315,11 @@ impl Row {
             cpu_node: r.cpu_node().map_or(Row::NO_NODE, |n| n.0),
             page_node: r.page_node().map_or(Row::NO_NODE, |n| n.0),
             page_shift: r.page_size().map_or(0, |p| p.shift() as u8),
-            source: r.source().map_or(Row::UNKNOWN, Row::source_index),
+            source: if r.is_access() {
+                r.source().map_or(Row::UNKNOWN, Row::source_index)
+            } else {
+                Row::NOT_ACCESS
+            },
             write: r.write().map_or(Row::UNKNOWN, u8::from),
             pad: 0,
         }
@@ -312,6 +362,7 @@ impl SampleSource for MemorySource<'_> {
         Ok(Some(Batch {
             records,
             mappings: Vec::new(),
+            thread_names: Vec::new(),
         }))
     }
 }

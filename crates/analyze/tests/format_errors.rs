@@ -49,8 +49,11 @@ fn write(records: &[Record], batch_rows: usize) -> Vec<u8> {
 #[test]
 fn unknown_fields_stay_unknown_and_batches_are_bounded() {
     let mut recs: Vec<Record> = (0..10).map(|i| Record::from_sample(sample(i))).collect();
-    // Record 3 as perf delivers it: no page node, size, source, latency or direction.
-    recs[3].known = Known::CPU_NODE;
+    // Record 3 as perf delivers a page-fault sample recorded per thread: no CPU (perf record
+    // leaves PERF_SAMPLE_CPU out), page node, size, source, latency or direction, and not a
+    // memory access at all.
+    recs[3].known = Known::CPU_NODE.with(Known::NOT_ACCESS);
+    recs[3].sample.cpu = CpuId(0);
     recs[3].sample.page_node = NodeId(0);
     recs[3].sample.page_size = PageSize::Base4K;
     recs[3].sample.source = DataSource::LocalDram;
@@ -71,6 +74,10 @@ fn unknown_fields_stay_unknown_and_batches_are_bounded() {
     assert_eq!(back, recs);
     assert_eq!(back[3].page_node(), None);
     assert_eq!(back[3].source(), None);
+    assert_eq!(back[3].cpu(), None, "no CPU is invented");
+    assert!(!back[3].is_access());
+    assert_eq!(back[2].cpu(), Some(recs[2].sample.cpu));
+    assert!(back[2].is_access());
     assert_eq!(back[2].page_node(), Some(NodeId(1)));
 }
 

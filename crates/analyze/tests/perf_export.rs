@@ -212,7 +212,10 @@ fn hand_built() -> (FileMeta, Vec<Record>, Vec<Mapping>) {
         let src = sources[(i % 6) as usize];
         let write = [Some(true), Some(false), None][(i / 6 % 3) as usize];
         let page = [Some(PageSize::Base4K), Some(PageSize::Huge2M), None][(i / 18 % 3) as usize];
-        let mut known = Known::CPU_NODE.with(Known::PAGE_NODE).with(Known::LATENCY);
+        let mut known = Known::CPU
+            .with(Known::CPU_NODE)
+            .with(Known::PAGE_NODE)
+            .with(Known::LATENCY);
         if src.is_some() {
             known = known.with(Known::SOURCE);
         }
@@ -242,6 +245,7 @@ fn hand_built() -> (FileMeta, Vec<Record>, Vec<Mapping>) {
             phys_addr: None,
             weight: None,
             data_src: None,
+            period: None,
         });
     }
     let maps = vec![
@@ -251,6 +255,7 @@ fn hand_built() -> (FileMeta, Vec<Record>, Vec<Mapping>) {
             len_bytes: 0x2000,
             name: "/usr/bin/halves".into(),
             kind: MappingKind::Binary,
+            pgoff: 0,
         },
         Mapping {
             task: 4000,
@@ -258,6 +263,7 @@ fn hand_built() -> (FileMeta, Vec<Record>, Vec<Mapping>) {
             len_bytes: 64 << 20,
             name: String::new(),
             kind: MappingKind::Anonymous,
+            pgoff: 0,
         },
         Mapping {
             task: 4001,
@@ -265,6 +271,7 @@ fn hand_built() -> (FileMeta, Vec<Record>, Vec<Mapping>) {
             len_bytes: 64 << 20,
             name: "[heap]".into(),
             kind: MappingKind::Heap,
+            pgoff: 0,
         },
     ];
     let meta = FileMeta {
@@ -278,6 +285,7 @@ fn hand_built() -> (FileMeta, Vec<Record>, Vec<Mapping>) {
         events: vec![],
         mappings: maps.clone(),
         samples_dropped: 0,
+        ..Default::default()
     };
     (meta, recs, maps)
 }
@@ -339,6 +347,7 @@ fn sim_meta(res: &numalab_sim::SimResult) -> FileMeta {
         events: vec!["memory-reference".into()],
         mappings: Vec::new(),
         samples_dropped: 0,
+        ..Default::default()
     }
 }
 

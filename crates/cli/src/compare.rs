@@ -203,6 +203,7 @@ fn write_samples(
         events: vec!["memory-reference".into()],
         mappings: Vec::new(),
         samples_dropped: r.samples_taken.saturating_sub(r.samples.len() as u64),
+        ..Default::default()
     };
     output::with_temp(p, |tmp| {
         // FILE.data: perf.data, for perf script / perf mem report.

@@ -104,12 +104,13 @@ fn convert_into(
         }
         (s.samples, extra)
     } else {
-        // The Arrow file keeps mappings in its metadata, written first: a perf.data input
-        // hands them out among the samples, so collect them in a first pass.
+        // The Arrow file keeps mappings and thread names in its metadata, written first: a
+        // perf.data input hands them out among the samples, so collect them in a first pass.
         let mut meta = src.meta().clone();
         if from_perf {
             while let Some(b) = src.next_batch()? {
                 meta.mappings.extend(b.mappings);
+                meta.thread_names.extend(b.thread_names);
             }
             src = open(a)?;
         }

@@ -338,6 +338,8 @@ pub enum PerfRecord<'a> {
         tid: u32,
         addr: u64,
         len: u64,
+        /// File offset of the mapping's start (bytes).
+        pgoff: u64,
         prot_exec: bool,
         filename: &'a str,
     },
@@ -456,7 +458,7 @@ pub fn decode<'a>(
                 let tid = c.u32()?;
                 let addr = c.u64()?;
                 let len = c.u64()?;
-                let _pgoff = c.u64()?;
+                let pgoff = c.u64()?;
                 // maj, min, ino, ino_generation, or (with MISC_MMAP_BUILD_ID) a build id of the
                 // same 24 bytes.
                 let _ = misc & MISC_MMAP_BUILD_ID;
@@ -470,6 +472,7 @@ pub fn decode<'a>(
                     tid,
                     addr,
                     len,
+                    pgoff,
                     prot_exec: prot & libc::PROT_EXEC as u32 != 0,
                     filename: c.cstr(),
                 }
@@ -479,12 +482,13 @@ pub fn decode<'a>(
                 let tid = c.u32()?;
                 let addr = c.u64()?;
                 let len = c.u64()?;
-                let _pgoff = c.u64()?;
+                let pgoff = c.u64()?;
                 PerfRecord::Mmap {
                     pid,
                     tid,
                     addr,
                     len,
+                    pgoff,
                     // PERF_RECORD_MISC_MMAP_DATA (bit 13) marks non-executable mappings.
                     prot_exec: misc & (1 << 13) == 0,
                     filename: c.cstr(),
@@ -612,6 +616,7 @@ mod tests {
                 tid: 6,
                 addr: 0x1000,
                 len: 0x2000,
+                pgoff: 0,
                 prot_exec: true,
                 filename: "/bin/true"
             }

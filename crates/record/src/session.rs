@@ -22,7 +22,7 @@ use crate::Error;
 use numalab_analyze::format::{placement_path_for, WriterOptions};
 use numalab_analyze::{
     FileMeta, Known, Mapping, MappingKind, PlacementWriter, Record, SampleReader, SampleSource,
-    SampleWriter,
+    SampleWriter, ThreadName,
 };
 use numalab_core::{AccessSample, CpuId, DataSource, NodeId, PageSize, TaskId, ThreadId};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -602,6 +602,8 @@ struct Collector {
     threads: HashSet<u32>,
     mappings: Vec<Mapping>,
     mapping_keys: HashSet<(u32, u64, u64, String)>,
+    /// Thread names from COMM records (the latest per thread: an exec renames it).
+    thread_names: BTreeMap<(u32, u32), String>,
     error: Option<Error>,
     /// Samples read but not yet in time order (see `drain`).
     held: Vec<RawSample>,
@@ -619,6 +621,8 @@ impl Collector {
         let spec = &self.specs[s.event as usize];
         let mut known = Known::NONE;
         let cpu_node = self.nodes.cpu_node.get(s.cpu as usize).copied().flatten();
+        // numalab's sampling events always record the CPU (PERF_SAMPLE_CPU)
+        known = known.with(Known::CPU);
         if cpu_node.is_some() {
             known = known.with(Known::CPU_NODE);
         }
@@ -653,6 +657,7 @@ impl Collector {
             phys_addr: s.phys_addr.filter(|&p| p != 0),
             weight: s.weight,
             data_src: s.data_src,
+            period: None,
         };
         if let Some(Err(e)) = self.spool.as_mut().map(|w| w.push(&rec)) {
             self.error.get_or_insert(e.into());
@@ -669,6 +674,7 @@ impl Collector {
                 pid,
                 addr,
                 len,
+                pgoff,
                 prot_exec,
                 filename,
                 ..
@@ -681,11 +687,16 @@ impl Collector {
                         len_bytes: len,
                         name: filename.to_string(),
                         kind: MappingKind::classify(filename, prot_exec),
+                        pgoff,
                     });
                 }
                 self.snap.track(pid);
             }
-            PerfRecord::Comm { pid, .. } | PerfRecord::Fork { pid, .. } => self.snap.track(pid),
+            PerfRecord::Comm { pid, tid, comm } => {
+                self.thread_names.insert((pid, tid), comm.to_string());
+                self.snap.track(pid)
+            }
+            PerfRecord::Fork { pid, .. } => self.snap.track(pid),
             PerfRecord::Exit { .. } => {}
             PerfRecord::Lost(n) => self.lost += n,
             PerfRecord::Other(5) => self.throttled += 1, // PERF_RECORD_THROTTLE
@@ -906,6 +917,16 @@ pub fn record(
         events: used.iter().map(|s| s.name.clone()).collect(),
         mappings,
         samples_dropped: 0,
+        thread_names: col
+            .thread_names
+            .iter()
+            .map(|(&(task, thread), comm)| ThreadName {
+                task,
+                thread,
+                comm: comm.clone(),
+            })
+            .collect(),
+        samples_without_cpu: false,
     };
     let mut reader = SampleReader::open(&spool_path)?;
     let mut out = SampleWriter::create(
@@ -1162,6 +1183,7 @@ fn run_loop(
         threads: HashSet::new(),
         mappings: Vec::new(),
         mapping_keys: HashSet::new(),
+        thread_names: BTreeMap::new(),
         error: None,
         held: Vec::new(),
     };

@@ -296,7 +296,7 @@ pub fn parse_maps(pid: u32, text: &str) -> Vec<Mapping> {
         let (Some(range), Some(perms)) = (f.next(), f.next()) else {
             continue;
         };
-        let _offset = f.next();
+        let offset = f.next().and_then(|o| u64::from_str_radix(o, 16).ok());
         let _dev = f.next();
         let _inode = f.next();
         let name = f.next().unwrap_or("").trim().to_string();
@@ -316,6 +316,7 @@ pub fn parse_maps(pid: u32, text: &str) -> Vec<Mapping> {
             len_bytes: b - a,
             kind: MappingKind::classify(&name, exec),
             name,
+            pgoff: offset.unwrap_or(0),
         });
     }
     out
