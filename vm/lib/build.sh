@@ -72,7 +72,8 @@ build_cli() {
 }
 
 # Copies a dynamically linked host program and the libraries ldd names into the tree $2, at
-# the same paths, so it runs in the VM (used for numactl's migratepages, a benchmark baseline).
+# the same paths, so it runs in the VM (numactl's migratepages, a benchmark baseline, and
+# numastat, the reference of `numalab numastat`).
 copy_with_libs() {
   local prog=$1 root=$2 lib
   [ -x "$prog" ] || { warn "$prog not found: not in the VM"; return 0; }
@@ -101,6 +102,8 @@ build_initramfs() {
   ln -sfn busybox "$root/bin/sh"
   install -m 0755 "$VM_REPO/vm/init" "$root/init"
   copy_with_libs /usr/bin/migratepages "$root"
+  # numactl's numastat, which crates/cli/tests/vm_numastat.rs compares `numalab numastat` with
+  copy_with_libs /usr/bin/numastat "$root"
   # --with-perf: the host's perf (dynamic, ~30 MB with its libraries) for tests that record
   # perf.data in the VM (crates/analyze/tests/vm_perf_record.rs); removed again without it, so a
   # --no-build run does not keep it from an earlier one.

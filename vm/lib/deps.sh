@@ -10,7 +10,7 @@ VM_PACKAGES=(
   "jq:jq"                    # reads cargo's JSON messages
   "binutils:strip"           # strips debug info so the initramfs stays small
   "coreutils:timeout"
-  "numactl:migratepages"     # numactl's migratepages, the baseline of `numalab bench migrate`
+  "numactl:migratepages"     # numactl's migratepages (`numalab bench migrate`) and numastat
 )
 
 # Runs a command as root (the harness is usually run as root in CI; sudo otherwise).

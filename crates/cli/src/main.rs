@@ -7,6 +7,7 @@ mod compare;
 mod convert;
 mod docs_gen;
 mod migrate;
+mod numastat;
 mod output;
 mod record;
 mod run;
@@ -48,6 +49,9 @@ enum Cmd {
     Run(run::RunArgs),
     /// Move pages of a running process to other nodes.
     Migrate(migrate::MigrateArgs),
+    /// Per-node memory statistics, as numastat: allocation counters (-n), meminfo (-m) and
+    /// processes' memory per node (-p PID|PATTERN), in numastat's layout.
+    Numastat(numastat::NumastatArgs),
     /// Analyse memory-access samples (perf.data or numalab's own): LAR, imbalance, hot and
     /// shared pages, huge-page false sharing, what-if estimates per policy.
     Analyze(analyze::AnalyzeArgs),
@@ -378,6 +382,11 @@ fn run(cli: Cli) -> Result<()> {
             std::process::exit(code);
         }
         Cmd::Migrate(a) => migrate::run(a),
+        Cmd::Numastat(a) => {
+            // 1 when a process named could not be read (numastat says so and exits 0)
+            let code = numastat::run(a)?;
+            std::process::exit(code);
+        }
         Cmd::Memhog(a) => memhog(a),
         Cmd::Analyze(a) => analyze::run(a),
         Cmd::Record(a) => {

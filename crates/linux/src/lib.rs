@@ -20,6 +20,7 @@ pub mod balancing;
 pub mod error;
 pub mod node;
 pub mod numa_maps;
+pub mod numastat;
 pub mod parse;
 pub mod policy;
 pub mod smaps;
