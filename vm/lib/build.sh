@@ -102,8 +102,10 @@ build_initramfs() {
   ln -sfn busybox "$root/bin/sh"
   install -m 0755 "$VM_REPO/vm/init" "$root/init"
   copy_with_libs /usr/bin/migratepages "$root"
-  # numactl's numastat, which crates/cli/tests/vm_numastat.rs compares `numalab numastat` with
+  # numactl's numastat and numactl, which crates/cli/tests/vm_numastat.rs and
+  # vm_numactl_show.rs compare `numalab numastat` and `numalab run --show/--hardware` with
   copy_with_libs /usr/bin/numastat "$root"
+  copy_with_libs /usr/bin/numactl "$root"
   # --with-perf: the host's perf (dynamic, ~30 MB with its libraries) for tests that record
   # perf.data in the VM (crates/analyze/tests/vm_perf_record.rs); removed again without it, so a
   # --no-build run does not keep it from an earlier one.

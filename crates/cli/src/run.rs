@@ -60,7 +60,7 @@ pub struct RunArgs {
     /// Print the current policy and binding, as numactl --show.
     #[arg(short = 's', long)]
     pub show: bool,
-    /// Print the host's NUMA topology, as numactl --hardware (same as `numalab topo`).
+    /// Print the host's NUMA topology, as numactl --hardware (`numalab topo` shows more).
     #[arg(short = 'H', long)]
     pub hardware: bool,
     /// The command and its arguments.
@@ -84,7 +84,9 @@ fn preload_path() -> Option<PathBuf> {
 pub fn run(a: RunArgs) -> Result<i32> {
     let root = SysRoot::host();
     if a.hardware {
-        print!("{}", crate::topo::render(&crate::topo::collect(&root)?));
+        // numactl's layout alone; `numalab topo` adds tiers, HMAT, THP and balancing
+        let tree = numalab_linux::node::read_node_tree(&root)?;
+        print!("{}", numalab_place::numactl_show::hardware(&tree));
         return Ok(0);
     }
     if a.show {

@@ -322,7 +322,7 @@ impl KernelPolicy {
     }
 
     /// The `mode` argument: mode | flags.
-    pub(crate) fn raw_mode(&self) -> i32 {
+    pub fn raw_mode(&self) -> i32 {
         self.mode as i32 | self.flags.bits() as i32
     }
 

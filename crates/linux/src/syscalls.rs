@@ -427,6 +427,14 @@ pub fn node_of_address(addr: usize) -> Result<NodeId, Error> {
     Ok(NodeId(node as u16))
 }
 
+/// `get_mempolicy(2)` with MPOL_F_NODE alone: the node the calling thread's next interleaved
+/// allocation goes to; `None` when its policy is not MPOL_INTERLEAVE (the kernel's EINVAL).
+pub fn interleave_next_node() -> Option<u16> {
+    raw_get_mempolicy(0, MPOL_F_NODE, false)
+        .ok()
+        .map(|(n, _)| n as u16)
+}
+
 /// `get_mempolicy(2)` with MPOL_F_MEMS_ALLOWED: the nodes the calling thread's cpuset allows.
 pub fn mems_allowed() -> Result<NodeMask, Error> {
     let (_, nodes) = raw_get_mempolicy(0, MPOL_F_MEMS_ALLOWED, true)?;

@@ -6,7 +6,7 @@
 use crate::launch::{HostInfo, LaunchPlan, PercentMechanism, ThpAction, ThpMode};
 use crate::nodespec::SpecContext;
 use crate::percent_thread::PercentThread;
-use numalab_core::{CpuId, MemPolicy, NodeId};
+use numalab_core::{CpuId, NodeId};
 use numalab_linux::sysroot::{Pid, SysRoot};
 use std::ffi::OsString;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -269,49 +269,21 @@ fn restore(saved: &[(String, String)]) {
     }
 }
 
-/// `numalab run --show`: the calling process's policy and binding, as `numactl --show` prints.
+/// `numalab run --show`: the calling process's policy and binding, as `numactl --show` prints
+/// (crate::numactl_show).
 pub fn show() -> Result<String, ExecError> {
     let k = numalab_linux::syscalls::get_mempolicy()?;
-    let policy: MemPolicy = k.to_mempolicy();
     let cpus =
         affinity_of_self().map_err(|e| ExecError::Host(format!("sched_getaffinity: {e}")))?;
     let tree = numalab_linux::node::read_node_tree(&SysRoot::host())?;
-    let nodebind: Vec<String> = tree
-        .nodes
-        .iter()
-        .filter(|n| n.cpus.iter().any(|c| cpus.contains(c)))
-        .map(|n| n.id.0.to_string())
-        .collect();
-    let allowed = numalab_linux::syscalls::mems_allowed()?;
-    let mut out = String::new();
-    out += &format!("policy: {}\n", policy.mode_name());
-    let preferred = match &policy {
-        MemPolicy::Preferred { node } => node.0.to_string(),
-        _ => "current".into(),
+    let st = crate::numactl_show::ShowState {
+        raw_mode: k.raw_mode(),
+        nodes: k.nodes.iter().collect(),
+        interleave_next: numalab_linux::syscalls::interleave_next_node().unwrap_or(0),
+        cpus,
+        mems_allowed: numalab_linux::syscalls::mems_allowed()?.iter().collect(),
     };
-    out += &format!("preferred node: {preferred}\n");
-    out += &format!(
-        "physcpubind: {}\n",
-        cpus.iter()
-            .map(|c| c.0.to_string())
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
-    out += &format!("cpubind: {}\n", nodebind.join(" "));
-    out += &format!("nodebind: {}\n", nodebind.join(" "));
-    let membind = match policy.nodes() {
-        Some(m) if matches!(policy, MemPolicy::Bind { .. }) => m,
-        _ => allowed,
-    };
-    out += &format!(
-        "membind: {}\n",
-        membind
-            .iter()
-            .map(|n| n.0.to_string())
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
-    Ok(out)
+    Ok(crate::numactl_show::show(&st, &tree))
 }
 
 #[cfg(test)]

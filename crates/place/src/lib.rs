@@ -9,6 +9,7 @@ pub mod memhog;
 pub mod migrate;
 pub mod migrate_plan;
 pub mod nodespec;
+pub mod numactl_show;
 pub mod percent;
 pub mod percent_thread;
 pub mod vma;
