@@ -283,10 +283,19 @@ fn main() {
     // panicking on the failed print. Children get the default disposition anyway.
     // SAFETY: setting a signal disposition before any thread starts.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    let cli = Cli::parse();
+    // `numalab run` is numactl: usage and placement errors exit 1, as numactl's do
+    let numactl = std::env::args_os().nth(1).is_some_and(|a| a == "run");
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if numactl && e.use_stderr() => {
+            let _ = e.print();
+            std::process::exit(1);
+        }
+        Err(e) => e.exit(),
+    };
     if let Err(e) = run(cli) {
         eprintln!("error: {e:#}");
-        std::process::exit(2);
+        std::process::exit(if numactl { 1 } else { 2 });
     }
 }
 

@@ -31,8 +31,14 @@ pub struct RunArgs {
     /// Allocate on the node of the CPU that touches first (MPOL_LOCAL).
     #[arg(short = 'l', long)]
     pub localalloc: bool,
-    /// Run on the CPUs of NODES.
-    #[arg(short = 'N', long, value_name = "NODES")]
+    /// Run on the CPUs of NODES (also -c / --cpubind, numactl's old name).
+    #[arg(
+        short = 'N',
+        long,
+        value_name = "NODES",
+        short_alias = 'c',
+        alias = "cpubind"
+    )]
     pub cpunodebind: Option<String>,
     /// Run on CPUS.
     #[arg(short = 'C', long, value_name = "CPUS")]
@@ -60,15 +66,20 @@ pub struct RunArgs {
     /// Print the current policy and binding, as numactl --show.
     #[arg(short = 's', long)]
     pub show: bool,
+    /// Node and CPU specs may name any node or CPU, not only those of this process's cpuset
+    /// (numactl's --all).
+    #[arg(short = 'a', long)]
+    pub all: bool,
+    /// numactl's --strict, which applies to shared memory segments only: for a process it is
+    /// ignored with a warning, as numactl does.
+    #[arg(short = 't', long)]
+    pub strict: bool,
     /// Print the host's NUMA topology, as numactl --hardware (`numalab topo` shows more).
     #[arg(short = 'H', long)]
     pub hardware: bool,
-    /// The command and its arguments.
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "COMMAND"
-    )]
+    /// The command and its arguments. An argument before it that starts with '-' is one of
+    /// the options above, never the command: a mistyped option is an error, as in numactl.
+    #[arg(trailing_var_arg = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
 }
 
@@ -114,7 +125,16 @@ pub fn run(a: RunArgs) -> Result<i32> {
         placement_period_ms: a.placement_period_ms,
         remote_percent_control: a.remote_percent_control,
     };
-    let host = numalab_place::exec::host_info(&root)?;
+    if a.strict {
+        // numactl's own words: --strict only concerns shared memory segments
+        eprintln!("numactl: warning. Strict flag for process ignored.");
+    }
+    let mut host = numalab_place::exec::host_info(&root)?;
+    if a.all {
+        // numactl --all: specs are read against every online node and CPU, not the cpuset's
+        host.spec.allowed_nodes = host.spec.online_nodes;
+        host.spec.allowed_cpus = host.spec.online_cpus.clone();
+    }
     let plan = numalab_place::launch::plan(&opts, &host, preload_path())?;
     match numalab_place::exec::run(&plan, &a.command) {
         Ok(code) => Ok(code),

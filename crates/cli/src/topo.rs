@@ -26,10 +26,6 @@ pub fn collect(root: &SysRoot) -> Result<HostTopo> {
     })
 }
 
-fn mb(kb: u64) -> u64 {
-    kb / 1024
-}
-
 /// The nodes' `numastat` counters as `numastat` prints them (pages; one column per node, the
 /// kernel's order of rows); empty when no node has them.
 fn numastat(tree: &numalab_linux::node::NodeTree) -> String {
@@ -73,34 +69,11 @@ fn numastat(tree: &numalab_linux::node::NodeTree) -> String {
     o
 }
 
-/// numactl --hardware's layout first (so scripts that read it keep working), then the rest.
+/// numactl --hardware's lines first, exactly (numalab_place::numactl_show, so scripts that read
+/// them keep working), then the rest.
 pub fn render(t: &HostTopo) -> String {
-    let mut o = String::new();
     let tree = &t.nodes;
-    o += &format!("available: {} nodes ({})\n", tree.nodes.len(), tree.online);
-    for n in &tree.nodes {
-        let cpus: Vec<String> = n.cpus.iter().map(|c| c.0.to_string()).collect();
-        o += &format!("node {} cpus: {}\n", n.id.0, cpus.join(" "));
-        if let Some(m) = &n.meminfo {
-            o += &format!("node {} size: {} MB\n", n.id.0, mb(m.mem_total_kb));
-            o += &format!("node {} free: {} MB\n", n.id.0, mb(m.mem_free_kb));
-        }
-    }
-    o += "node distances:\nnode ";
-    for n in &tree.nodes {
-        o += &format!("{:>4}", n.id.0);
-    }
-    o += "\n";
-    for from in &tree.nodes {
-        o += &format!("{:>4}:", from.id.0);
-        for to in &tree.nodes {
-            match tree.distance(from.id, to.id) {
-                Some(d) => o += &format!("{d:>4}"),
-                None => o += "   -",
-            }
-        }
-        o += "\n";
-    }
+    let mut o = numalab_place::numactl_show::hardware(tree);
     o += &numastat(tree);
     let cpuless = tree.cpuless();
     if !cpuless.is_empty() {

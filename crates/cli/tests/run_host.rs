@@ -88,7 +88,8 @@ fn single_node_runs_and_errors() {
         .args(["run", "--membind=9", "--", "true"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    // numactl's exit status for a placement error
+    assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("node 9 does not exist"));
     let out = numalab().args(["run", "--interleave=0"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("no command given"));
@@ -180,4 +181,64 @@ fn memhog_and_migrate_refuse_senseless_values_and_memhog_json_is_json_alone() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
     assert_eq!(v["corrupt_words"].as_u64(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("buffer "));
+}
+
+#[test]
+fn options_read_as_numactl_reads_them_and_a_mistyped_one_runs_nothing() {
+    let dir = std::env::temp_dir().join(format!("numalab-run-opts-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let marker = dir.join("ran");
+    // a mistyped option is an error (exit 1, as numactl), with the option it resembles, and
+    // the command after it does not run
+    let out = numalab()
+        .args(["run", "--interleaved=all", "touch"])
+        .arg(&marker)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("'--interleaved'") && err.contains("'--interleave'"),
+        "{err}"
+    );
+    assert!(!marker.exists(), "the command ran");
+    // short options with attached values, numactl's old --cpubind / -c, and --all
+    for args in [
+        &["-m0", "-N0"][..],
+        &["-i0", "-c", "0"],
+        &["--cpubind=0", "--localalloc"],
+        &["-a", "--membind=0"],
+    ] {
+        let out = numalab()
+            .arg("run")
+            .args(args)
+            .args(["touch"])
+            .arg(&marker)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(marker.exists(), "{args:?}");
+        std::fs::remove_file(&marker).unwrap();
+    }
+    // the command's own options stay the command's
+    let out = numalab()
+        .args(["run", "-l", "echo", "-n", "--x"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "--x");
+    // --strict concerns shared memory only: numactl's warning, and the command runs
+    let out = numalab()
+        .args(["run", "--strict", "true"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "numactl: warning. Strict flag for process ignored.\n"
+    );
+    std::fs::remove_dir_all(&dir).ok();
 }

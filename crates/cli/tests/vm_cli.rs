@@ -172,22 +172,28 @@ fn balancing_show_and_hardware() {
     ]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("policy: bind"), "{text}");
-    assert!(text.contains("membind: 2\n"), "{text}");
+    assert!(text.contains("membind: 2 \n"), "{text}");
     assert!(
-        text.contains("physcpubind: 3\n") && text.contains("nodebind: 3\n"),
+        text.contains("physcpubind: 3 \n") && text.contains("nodebind: 3 \n"),
         "{text}"
     );
     let out = run(&["run", "--preferred=4", "--", bin, "run", "--show"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("preferred node: 4"));
-    // --hardware is numactl -H's layout with the CPU-less node and the ring.
+    // --hardware is numactl -H's layout (tests/vm_numactl_show.rs compares it with numactl's)
+    // with the CPU-less node and the ring; `topo` starts the same and adds the rest.
     let out = run(&["run", "--hardware"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("available: 5 nodes (0-4)\n"), "{text}");
+    assert!(text.contains("node 4 cpus:\n"), "{text}");
+    assert!(text.contains("  0:  10  16  22  16  28 \n"), "{text}");
+    assert!(!text.contains("memory-only"), "{text}");
+    let topo = run(&["topo"]);
+    let topo = String::from_utf8_lossy(&topo.stdout);
     assert!(
-        text.contains("node 4 cpus: \n") && text.contains("memory-only (CPU-less) nodes: 4"),
-        "{text}"
+        topo.starts_with(text.split("node 0 free").next().unwrap()),
+        "{topo}"
     );
-    assert!(text.contains("   0:  10  16  22  16  28"), "{text}");
+    assert!(topo.contains("memory-only (CPU-less) nodes: 4"), "{topo}");
 }
 
 #[test]
