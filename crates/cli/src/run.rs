@@ -40,7 +40,7 @@ pub struct RunArgs {
         alias = "cpubind"
     )]
     pub cpunodebind: Option<String>,
-    /// Run on CPUS.
+    /// Run on CPUS (with --cpunodebind too, the later of the two applies, as in numactl).
     #[arg(short = 'C', long, value_name = "CPUS")]
     pub physcpubind: Option<String>,
     /// Let automatic NUMA balancing move pages within --membind's nodes (MPOL_F_NUMA_BALANCING).
@@ -92,7 +92,36 @@ fn preload_path() -> Option<PathBuf> {
     Some(exe.parent()?.join("libnumalab_nexttouch.so"))
 }
 
-pub fn run(a: RunArgs) -> Result<i32> {
+/// Which CPU binding comes last among `options` (the arguments between `run` and the
+/// command): 'N' (--cpunodebind, --cpubind, -N, -c) or 'C' (--physcpubind, -C). numactl
+/// applies each as it reads it, so with both the last one is the process's affinity.
+fn last_cpu_binding(options: &[OsString]) -> Option<char> {
+    let mut last = None;
+    for a in options {
+        let a = a.to_string_lossy();
+        let long = |name: &str| a == name || a.starts_with(&format!("{name}="));
+        if long("--cpunodebind") || long("--cpubind") || a.starts_with("-N") || a.starts_with("-c")
+        {
+            last = Some('N');
+        } else if long("--physcpubind") || a.starts_with("-C") {
+            last = Some('C');
+        }
+    }
+    last
+}
+
+pub fn run(mut a: RunArgs) -> Result<i32> {
+    if a.cpunodebind.is_some() && a.physcpubind.is_some() {
+        // the options: after `numalab run`, before the command (the trailing arguments)
+        let args: Vec<OsString> = std::env::args_os().collect();
+        let options = args
+            .get(2..args.len().saturating_sub(a.command.len()))
+            .unwrap_or_default();
+        match last_cpu_binding(options) {
+            Some('N') => a.physcpubind = None,
+            _ => a.cpunodebind = None,
+        }
+    }
     let root = SysRoot::host();
     if a.hardware {
         // numactl's layout alone; `numalab topo` adds tiers, HMAT, THP and balancing

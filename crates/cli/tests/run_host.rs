@@ -224,6 +224,35 @@ fn options_read_as_numactl_reads_them_and_a_mistyped_one_runs_nothing() {
         assert!(marker.exists(), "{args:?}");
         std::fs::remove_file(&marker).unwrap();
     }
+    // --cpunodebind and --physcpubind together: the later one binds, as numactl applies them
+    // in order
+    let cpus = |args: &[&str]| {
+        let out = numalab()
+            .arg("run")
+            .args(args)
+            .args(["grep", "Cpus_allowed_list", "/proc/self/status"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let last_cpu = std::fs::read_to_string("/sys/devices/system/node/node0/cpulist")
+        .unwrap()
+        .trim()
+        .rsplit([',', '-'])
+        .next()
+        .unwrap()
+        .to_string();
+    let node0 = cpus(&["-N", "0"]);
+    assert_eq!(
+        cpus(&["-N", "0", "-C", &last_cpu]),
+        format!("Cpus_allowed_list:\t{last_cpu}")
+    );
+    assert_eq!(cpus(&[&format!("-C{last_cpu}"), "--cpunodebind=0"]), node0);
     // the command's own options stay the command's
     let out = numalab()
         .args(["run", "-l", "echo", "-n", "--x"])
