@@ -85,6 +85,40 @@ copy_with_libs() {
   done
 }
 
+# Copies a host program to the path $3 inside the tree $2, and the libraries ldd names at
+# their own paths.
+copy_as() {
+  local prog=$1 root=$2 dest=$3 lib
+  mkdir -p "$root$(dirname "$dest")"
+  cp -L "$prog" "$root$dest"
+  for lib in $( (ldd "$prog" 2>/dev/null || true) | grep -o '/[^ ]*' || true); do
+    mkdir -p "$root$(dirname "$lib")"
+    cp -L "$lib" "$root$lib"
+  done
+}
+
+# numactl's test suite built by scripts/numactl-suite.sh, when it is there, into
+# /numactl-suite (its programs and test scripts, no sources), with what its scripts run that
+# busybox lacks: bash (the #!/bin/bash of every script) and GNU grep (bind_range's grep -P) in
+# /gnu/bin, which crates/cli/tests/vm_numactl_suite.rs puts first in PATH.
+stage_numactl_suite() {
+  local root=$1 suite="$VM_REPO/target/numactl-suite/numactl" f
+  [ -x "$suite/numactl" ] || { log "numactl's test suite not built (bash scripts/numactl-suite.sh): not in the VM"; return 0; }
+  mkdir -p "$root/numactl-suite/test"
+  for f in "$suite"/* "$suite"/test/*; do
+    [ -f "$f" ] || continue
+    case "$f" in *.c|*.h|*.o|*.a|*.la|*.in|*.am|*.ac|*.log|*.trs|*.m4|*.8|*.3|*.2|*.md) continue ;; esac
+    if [ -x "$f" ]; then
+      copy_as "$f" "$root" "/numactl-suite/${f#"$suite"/}"
+    fi
+  done
+  cp "$suite/VERSION" "$root/numactl-suite/VERSION"
+  copy_as /bin/bash "$root" /bin/bash
+  copy_as /bin/grep "$root" /gnu/bin/grep
+  printf '#!/bin/sh\nexec /gnu/bin/grep -F "$@"\n' >"$root/gnu/bin/fgrep"
+  chmod 0755 "$root/gnu/bin/fgrep"
+}
+
 # Assembles the initramfs (newc cpio, gzip) at $VM_INITRD from a staging tree in the cache:
 #   /init  /bin/busybox (+ /bin/sh)  /bin/numalab  /tests/*  /proc /sys /dev /tmp
 # With $1 = 0 (--no-build) the binaries staged by the last build are kept and only /init,
@@ -106,6 +140,7 @@ build_initramfs() {
   # vm_numactl_show.rs compare `numalab numastat` and `numalab run --show/--hardware` with
   copy_with_libs /usr/bin/numastat "$root"
   copy_with_libs /usr/bin/numactl "$root"
+  stage_numactl_suite "$root"
   # --with-perf: the host's perf (dynamic, ~30 MB with its libraries) for tests that record
   # perf.data in the VM (crates/analyze/tests/vm_perf_record.rs); removed again without it, so a
   # --no-build run does not keep it from an earlier one.

@@ -110,13 +110,47 @@ fn last_cpu_binding(options: &[OsString]) -> Option<char> {
     last
 }
 
+/// Whether `--all`/`-a` comes after a node or CPU spec among `options`: numactl refuses that
+/// ("--all/-a option must be before all cpu/node specifications").
+fn all_after_a_spec(options: &[OsString]) -> bool {
+    let mut spec_seen = false;
+    for a in options {
+        let a = a.to_string_lossy();
+        if a == "--all" || (!a.starts_with("--") && a.starts_with("-a")) {
+            return spec_seen;
+        }
+        let long = [
+            "--interleave",
+            "--membind",
+            "--preferred",
+            "--preferred-many",
+        ]
+        .iter()
+        .chain(&[
+            "--cpunodebind",
+            "--cpubind",
+            "--physcpubind",
+            "--weighted-interleave",
+        ])
+        .any(|n| a == *n || a.starts_with(&format!("{n}=")));
+        let short = a.starts_with('-')
+            && !a.starts_with("--")
+            && a.chars().nth(1).is_some_and(|c| "impPwNcC".contains(c));
+        spec_seen |= long || short;
+    }
+    false
+}
+
 pub fn run(mut a: RunArgs) -> Result<i32> {
+    // the options: after `numalab run`, before the command (the trailing arguments)
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let options = args
+        .get(2..args.len().saturating_sub(a.command.len()))
+        .unwrap_or_default();
+    if a.all && all_after_a_spec(options) {
+        bail!("--all/-a option must be before all cpu/node specifications (as numactl requires)");
+    }
     if a.cpunodebind.is_some() && a.physcpubind.is_some() {
-        // the options: after `numalab run`, before the command (the trailing arguments)
-        let args: Vec<OsString> = std::env::args_os().collect();
-        let options = args
-            .get(2..args.len().saturating_sub(a.command.len()))
-            .unwrap_or_default();
         match last_cpu_binding(options) {
             Some('N') => a.physcpubind = None,
             _ => a.cpunodebind = None,

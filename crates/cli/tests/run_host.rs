@@ -224,6 +224,13 @@ fn options_read_as_numactl_reads_them_and_a_mistyped_one_runs_nothing() {
         assert!(marker.exists(), "{args:?}");
         std::fs::remove_file(&marker).unwrap();
     }
+    // --all must come before the node and CPU specs, as numactl requires
+    let out = numalab()
+        .args(["run", "-m0", "--all", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("must be before"));
     // --cpunodebind and --physcpubind together: the later one binds, as numactl applies them
     // in order
     let cpus = |args: &[&str]| {

@@ -344,7 +344,7 @@ fn bad_specs_fail_clearly_and_run_nothing() {
     for (opts, says) in [
         (vec!["--membind=7"], "node 7 does not exist"),
         (vec!["--interleave=0-9"], "node 5 does not exist"),
-        (vec!["--cpunodebind=4"], "no allowed CPUs"),
+        (vec!["--cpunodebind=4"], "have no CPUs"),
         (vec!["--physcpubind=9"], "CPU 9 does not exist"),
         (vec!["--preferred=1-2"], "single node"),
         (

@@ -220,12 +220,13 @@ pub fn plan(
 
     let cpus = if let Some(s) = &opts.cpunodebind {
         let nodes = parse_nodes(s, ctx).map_err(spec_err("cpunodebind"))?;
+        // every CPU of the nodes, whatever the current affinity, as libnuma's
+        // numa_run_on_node_mask_all gives them (the kernel keeps the cpuset's part)
         let mut cpus: Vec<CpuId> = host
             .node_cpus
             .iter()
             .filter(|(n, _)| nodes.contains(*n))
             .flat_map(|(_, c)| c.iter().copied())
-            .filter(|c| ctx.allowed_cpus.contains(c))
             .collect();
         cpus.sort_unstable();
         if cpus.is_empty() {
@@ -233,7 +234,7 @@ pub fn plan(
             return Err(LaunchError::Spec {
                 option: "cpunodebind",
                 err: SpecError::Empty {
-                    spec: format!("{s}' (node(s) {nodes} have no allowed CPUs)"),
+                    spec: format!("{s}' (node(s) {nodes} have no CPUs)"),
                     what: "CPU",
                 },
             });
@@ -550,7 +551,7 @@ mod tests {
             ..Default::default()
         })
         .unwrap_err();
-        assert!(e.to_string().contains("no allowed CPUs"), "{e}");
+        assert!(e.to_string().contains("have no CPUs"), "{e}");
         let e = p(RunOptions {
             thp: Some("sometimes".into()),
             ..Default::default()
