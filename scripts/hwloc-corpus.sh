@@ -21,6 +21,8 @@ dest="$root/target/hwloc-corpus"
 xml="$dest/xml"
 say() { echo "hwloc-corpus: $*" >&2; }
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+# shellcheck source=lib/deb-src.sh
+. "$root/scripts/lib/deb-src.sh"
 export DEBIAN_FRONTEND=noninteractive
 
 have_tools() { command -v hwloc-calc >/dev/null && command -v hwloc-info >/dev/null && command -v lstopo-no-graphics >/dev/null; }
@@ -34,20 +36,7 @@ fi
 updated=0
 if [ -z "$(ls "$xml"/*.xml 2>/dev/null)" ]; then
   # 1. deb-src, derived from what the machine has.
-  if ! grep -Eqs '^\s*(deb-src\s|Types:.*deb-src)' /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; then
-    if [ -f /etc/apt/sources.list.d/debian.sources ]; then
-      say "enabling deb-src: a Types: deb-src copy of /etc/apt/sources.list.d/debian.sources"
-      sed -E 's/^Types:.*/Types: deb-src/' /etc/apt/sources.list.d/debian.sources |
-        as_root tee /etc/apt/sources.list.d/numalab-deb-src.sources >/dev/null
-    elif grep -Eqs '^\s*deb\s' /etc/apt/sources.list; then
-      say "enabling deb-src: the deb lines of /etc/apt/sources.list as deb-src"
-      grep -E '^\s*deb\s' /etc/apt/sources.list | sed -E 's/^(\s*)deb\s/\1deb-src /' |
-        as_root tee /etc/apt/sources.list.d/numalab-deb-src.list >/dev/null
-    else
-      say "no Debian apt source found (/etc/apt/sources.list.d/debian.sources or deb lines in /etc/apt/sources.list)"
-      exit 1
-    fi
-  fi
+  enable_deb_src
   as_root apt-get update -qq
   updated=1
   # 2. the bookworm source package.

@@ -4,7 +4,7 @@
 //! the policy binds, "preferred" as the policy's nodemask whatever its mode).
 //! `crates/cli/tests/vm_numactl_show.rs` compares both with the real numactl on the test VM.
 
-use numalab_core::{CpuId, NodeId};
+use numalab_core::{CpuId, NodeId, NodeMask};
 use numalab_linux::node::NodeTree;
 use numalab_linux::KernelMode;
 
@@ -110,29 +110,12 @@ fn sp3(n: i64) -> String {
     format!("{s:>3}")
 }
 
-/// Node ids as numactl's `available:` line writes them: runs as `a-b`, joined by commas.
-fn ranges(ids: &[u16]) -> String {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < ids.len() {
-        let mut j = i;
-        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
-            j += 1;
-        }
-        out.push(if i == j {
-            ids[i].to_string()
-        } else {
-            format!("{}-{}", ids[i], ids[j])
-        });
-        i = j + 1;
-    }
-    out.join(",")
-}
-
 /// `numactl --hardware`.
 pub fn hardware(tree: &NodeTree) -> String {
     let ids: Vec<u16> = tree.nodes.iter().map(|n| n.id.0).collect();
-    let mut o = format!("available: {} nodes ({})\n", ids.len(), ranges(&ids));
+    // numactl's `available:` list is the kernel's list format (runs as a-b, commas)
+    let listed = NodeMask::from_nodes(tree.nodes.iter().map(|n| n.id));
+    let mut o = format!("available: {} nodes ({listed})\n", ids.len());
     for n in &tree.nodes {
         let id = n.id.0;
         o += &format!("node {id} cpus:");
@@ -187,10 +170,10 @@ mod tests {
         assert_eq!(sp3(0), "  0");
         assert_eq!(sp3(10), " 10");
         assert_eq!(sp3(255), " 255");
-        assert_eq!(ranges(&[0, 1, 2, 3, 4]), "0-4");
-        assert_eq!(ranges(&[0, 2, 3]), "0,2-3");
-        assert_eq!(ranges(&[0, 1, 2, 4]), "0-2,4");
-        assert_eq!(ranges(&[3]), "3");
+        let list = |ids: &[u16]| NodeMask::from_nodes(ids.iter().map(|&n| NodeId(n))).to_string();
+        assert_eq!(list(&[0, 1, 2, 3, 4]), "0-4");
+        assert_eq!(list(&[0, 2, 3]), "0,2-3");
+        assert_eq!(list(&[0, 1, 2, 4]), "0-2,4");
     }
 
     fn state(mode: KernelMode, nodes: &[u16]) -> ShowState {
