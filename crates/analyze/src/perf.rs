@@ -527,8 +527,9 @@ pub struct PerfReader {
     mem_nodes: Option<MemNodes>,
     /// The file says its weights are latencies in ns (numalab's perf.data export).
     weight_is_latency: bool,
-    /// Per event: it does not sample memory accesses ([`Known::NOT_ACCESS`]).
-    not_access: Vec<bool>,
+    /// Per event: it does not sample memory accesses ([`Known::NOT_ACCESS`]); None when
+    /// every event does (then the direct reader need not find each sample's event).
+    not_access: Option<Vec<bool>>,
     placement: Option<Placement>,
     batch_rows: usize,
     /// Samples whose record could not be decoded (reported, not fatal: one bad record should
@@ -632,6 +633,7 @@ impl PerfReader {
             .and_then(crate::perf_write::id_offset_of_version)
             .unwrap_or(0);
         let not_access: Vec<bool> = attrs.iter().map(|a| !samples_accesses(&a.attr)).collect();
+        let not_access = not_access.contains(&true).then_some(not_access);
         let samples_without_cpu = attrs
             .iter()
             .any(|a| a.attr.sample_format.bits() & SAMPLE_CPU == 0);
@@ -745,7 +747,7 @@ impl PerfReader {
                 known = known.with(Known::CPU_NODE);
             }
         }
-        if self.not_access.get(event).copied().unwrap_or(false) {
+        if self.is_not_access(event) {
             known = known.with(Known::NOT_ACCESS);
         }
         if source.is_some() {
@@ -905,9 +907,7 @@ impl PerfReader {
             None => Row::NO_NODE,
         };
         let (source, write) = match u(fl.data_src) {
-            _ if self.not_access.get(attr).copied().unwrap_or(false) => {
-                (Row::NOT_ACCESS, Row::UNKNOWN)
-            }
+            _ if self.is_not_access(attr) => (Row::NOT_ACCESS, Row::UNKNOWN),
             Some(ds) => self.source_of(ds),
             None => (Row::UNKNOWN, Row::UNKNOWN),
         };
@@ -961,6 +961,14 @@ impl PerfReader {
     fn map_task(&self, mut m: Mapping) -> Mapping {
         m.task = m.task.wrapping_sub(self.id_offset);
         m
+    }
+
+    /// Whether event `event` does not sample memory accesses.
+    #[inline]
+    fn is_not_access(&self, event: usize) -> bool {
+        self.not_access
+            .as_ref()
+            .is_some_and(|v| v.get(event).copied().unwrap_or(false))
     }
 
     /// A thread name's pid and tid back in numalab's numbering.
@@ -1064,7 +1072,12 @@ impl QRow {
 impl Queued for QRow {
     #[inline]
     fn sample(r: &mut PerfReader, f: &FastRecords, body: &[u8], key: Key) -> Option<Self> {
-        let attr = f.attr_of(body);
+        // which event a sample belongs to matters only where some event is not an access
+        let attr = if r.not_access.is_some() {
+            f.attr_of(body)
+        } else {
+            0
+        };
         let row = match f
             .row_layout
             .as_ref()
@@ -1842,6 +1855,7 @@ impl PerfReader {
                     m.path.as_slice().into_owned(),
                 )),
                 Ok(EventRecord::Comm(c)) => {
+                    // (the record borrows the reader: map_thread's subtraction inline)
                     batch.thread_names.push(ThreadName {
                         task: (c.pid as u32).wrapping_sub(self.id_offset),
                         thread: (c.tid as u32).wrapping_sub(self.id_offset),

@@ -331,9 +331,14 @@ impl<W: Write + Seek> PerfWriter<W> {
         Ok(())
     }
 
+    /// Whether samples (and the sample_id trailers) carry a CPU field.
+    fn with_cpu(&self) -> bool {
+        self.sample_type & SAMPLE_CPU != 0
+    }
+
     /// Bytes of the sample_id trailer of a non-sample record.
     fn sample_id_bytes(&self) -> usize {
-        if self.sample_type & SAMPLE_CPU != 0 {
+        if self.with_cpu() {
             32
         } else {
             24
@@ -343,7 +348,7 @@ impl<W: Write + Seek> PerfWriter<W> {
     /// The sample_id trailer of a non-sample record (sample_id_all): pid/tid, time, cpu
     /// (when samples have one), identifier.
     fn sample_id(&mut self, pid: u32, tid: u32, time: u64) {
-        let with_cpu = self.sample_type & SAMPLE_CPU != 0;
+        let with_cpu = self.with_cpu();
         let b = &mut self.buf;
         u32le(b, pid);
         u32le(b, tid);
@@ -485,7 +490,7 @@ impl<W: Write + Seek> PerfWriter<W> {
             .data_src
             .unwrap_or_else(|| encode_data_src(r.source(), r.write()));
         let page = r.page_size().map_or(0, |p| p.bytes());
-        let with_cpu = self.sample_type & SAMPLE_CPU != 0;
+        let with_cpu = self.with_cpu();
         let fields = if with_cpu { 11 } else { 10 };
         // a sample taken in the kernel (a page fault's ip in copy_to_user, say) says so, as
         // perf record writes it, so that perf resolves it against the kernel's maps

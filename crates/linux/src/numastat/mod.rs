@@ -170,7 +170,8 @@ pub fn numastat(root: &SysRoot, opts: &Options) -> Result<Output, Error> {
     let nodes = nodes(root)?;
     let mut out = Output::default();
     if opts.compatible {
-        system_table(root, opts, &nodes, SystemFile::Numastat, &mut out)?;
+        // raw page counts: no unit to convert, so no huge page size to read
+        system_table(root, opts, &nodes, SystemFile::Numastat, 0.0, &mut out)?;
         return Ok(out);
     }
     let mut pids = Vec::new();
@@ -189,17 +190,18 @@ pub fn numastat(root: &SysRoot, opts: &Options) -> Result<Output, Error> {
     }
     pids.sort_unstable();
     pids.dedup();
+    let huge = huge_page_bytes(root)?;
     if !pids.is_empty() {
-        process_tables(root, opts, &nodes, &pids, &mut out)?;
+        process_tables(root, opts, &nodes, &pids, huge, &mut out)?;
     }
     if opts.meminfo {
         out.stdout
             .push_str("\nPer-node system memory usage (in MBs):\n");
-        system_table(root, opts, &nodes, SystemFile::Meminfo, &mut out)?;
+        system_table(root, opts, &nodes, SystemFile::Meminfo, huge, &mut out)?;
     }
     if opts.numastat || (pids.is_empty() && !opts.meminfo) {
         out.stdout.push_str("\nPer-node numastat info (in MBs):\n");
-        system_table(root, opts, &nodes, SystemFile::Numastat, &mut out)?;
+        system_table(root, opts, &nodes, SystemFile::Numastat, huge, &mut out)?;
     }
     Ok(out)
 }
@@ -238,12 +240,13 @@ fn node_header(opts: &Options, node: u32) -> String {
 }
 
 /// The table of a per-node system file: `numastat` (`-n`, or the compatible form) or
-/// `meminfo` (`-m`).
+/// `meminfo` (`-m`); `huge` is Hugepagesize in bytes (HugePages_* lines count huge pages).
 fn system_table(
     root: &SysRoot,
     opts: &Options,
     nodes: &[u32],
     file: SystemFile,
+    huge: f64,
     out: &mut Output,
 ) -> Result<(), Error> {
     let rows: Vec<(&str, &str)> = match file {
@@ -264,7 +267,7 @@ fn system_table(
     }
     t.column(0, 16, 0, Justify::Left);
     let decimals = if opts.compress { 0 } else { 2 };
-    let (page, huge) = (opts.page_size as f64, huge_page_bytes(root)?);
+    let page = opts.page_size as f64;
     for (i, &node) in nodes.iter().enumerate() {
         let col = 1 + i;
         t.set(0, col, Cell::Text(node_header(opts, node)));
@@ -417,12 +420,13 @@ fn numa_maps_line(line: &str) -> Result<(usize, Vec<(u32, u64)>), String> {
 }
 
 /// The process tables: one per PID with its Huge / Heap / Stack / Private rows (one PID, or
-/// `-v`), else one table of a total row per PID.
+/// `-v`), else one table of a total row per PID; `huge` is Hugepagesize in bytes.
 fn process_tables(
     root: &SysRoot,
     opts: &Options,
     nodes: &[u32],
     pids: &[u32],
+    huge: f64,
     out: &mut Output,
 ) -> Result<(), Error> {
     let per_pid = opts.verbose || pids.len() == 1;
@@ -458,7 +462,7 @@ fn process_tables(
     }
     t.zero_data();
     t.set(total_row, 0, Cell::Text("Total".into()));
-    let (page, huge) = (opts.page_size as f64, huge_page_bytes(root)?);
+    let page = opts.page_size as f64;
     for (pid_ix, &pid) in pids.iter().enumerate() {
         // "(null)": glibc's printf of numastat's missing name
         let name = command_name(root, pid).unwrap_or_else(|| "(null)".into());
@@ -468,7 +472,6 @@ fn process_tables(
             ));
             if pid_ix > 0 {
                 t.zero_data();
-                t.set(total_row, 0, Cell::Text("Total".into()));
             }
         } else {
             t.set(2 + pid_ix, 0, Cell::Text(format!("{pid} ({name})")));

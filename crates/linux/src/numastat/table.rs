@@ -105,11 +105,6 @@ impl Table {
         self.justify[col] = justify;
     }
 
-    /// A column's width (gutter included).
-    pub fn set_width(&mut self, col: usize, width: usize) {
-        self.width[col] = width;
-    }
-
     /// Shows `row` even when it holds no data (the rule above a Total row).
     pub fn always_show(&mut self, row: usize) {
         self.always_show_row[row] = true;
