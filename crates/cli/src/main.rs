@@ -16,7 +16,7 @@ mod topo;
 mod validate;
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, CommandFactory, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use numalab_runspec::sim_defaults;
 use std::path::PathBuf;
 
@@ -285,21 +285,25 @@ fn main() {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     // `numalab run` is numactl: usage and placement errors exit 1, as numactl's do
     let numactl = std::env::args_os().nth(1).is_some_and(|a| a == "run");
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    // the matches as well as the parsed arguments: `run` reads its options' order from them
+    let parsed = Cli::command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
+    let (cli, matches) = match parsed {
+        Ok(both) => both,
         Err(e) if numactl && e.use_stderr() => {
             let _ = e.print();
             std::process::exit(1);
         }
         Err(e) => e.exit(),
     };
-    if let Err(e) = run(cli) {
+    if let Err(e) = run(cli, &matches) {
         eprintln!("error: {e:#}");
         std::process::exit(if numactl { 1 } else { 2 });
     }
 }
 
-fn run(cli: Cli) -> Result<()> {
+fn run(cli: Cli, matches: &clap::ArgMatches) -> Result<()> {
     match cli.cmd {
         Cmd::Sim(a) => compare::sim(a),
         Cmd::Machine(MachineCmd::List) => {
@@ -387,7 +391,10 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Run(a) => {
             // The command's exit status is numalab's (numactl passes it through by exec).
-            let code = run::run(a)?;
+            let sub = matches
+                .subcommand_matches("run")
+                .ok_or_else(|| anyhow::anyhow!("internal: no matches for `run`"))?;
+            let code = run::run(a, sub)?;
             std::process::exit(code);
         }
         Cmd::Migrate(a) => migrate::run(a),

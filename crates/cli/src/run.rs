@@ -2,10 +2,13 @@
 //! --next-touch. Planning and execution live in numalab-place; this file maps arguments.
 
 use anyhow::{bail, Result};
-use clap::Args;
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args};
 use numalab_linux::sysroot::SysRoot;
 use numalab_place::launch::RunOptions;
+use numalab_place::numactl_shm::{Io, Numactl, Opt, Outcome};
 use std::ffi::OsString;
+use std::io::Write;
 use std::path::PathBuf;
 
 #[derive(Args, Clone, Debug)]
@@ -77,6 +80,71 @@ pub struct RunArgs {
     /// Print the host's NUMA topology, as numactl --hardware (`numalab topo` shows more).
     #[arg(short = 'H', long)]
     pub hardware: bool,
+    /// Shared memory: the System V segment keyed by FILE (numactl --shm; created with
+    /// --length if missing), whose policy the options after it set (docs/numactl.md).
+    #[arg(
+        short = 'S',
+        long,
+        value_name = "FILE",
+        help_heading = "Shared memory (numactl's)"
+    )]
+    pub shm: Option<String>,
+    /// Shared memory: FILE (on tmpfs or hugetlbfs) mapped shared, its policy set by the
+    /// options after it.
+    #[arg(
+        short = 'f',
+        long,
+        value_name = "FILE",
+        help_heading = "Shared memory (numactl's)"
+    )]
+    pub file: Option<String>,
+    /// Length of the region --shm or --file creates or sets a policy on (k, m, g suffixes).
+    #[arg(
+        short = 'L',
+        long,
+        value_name = "BYTES",
+        help_heading = "Shared memory (numactl's)"
+    )]
+    pub length: Option<String>,
+    /// Offset of the policy region in the segment or file.
+    #[arg(
+        short = 'o',
+        long,
+        value_name = "BYTES",
+        help_heading = "Shared memory (numactl's)"
+    )]
+    pub offset: Option<String>,
+    /// Permissions of a segment or file --shm or --file creates, octal (default 0600).
+    #[arg(
+        short = 'M',
+        long,
+        value_name = "MODE",
+        help_heading = "Shared memory (numactl's)"
+    )]
+    pub shmmode: Option<String>,
+    /// Project id for --shm's key (ftok's), default 0.
+    #[arg(
+        short = 'I',
+        long,
+        value_name = "ID",
+        help_heading = "Shared memory (numactl's)"
+    )]
+    pub shmid: Option<String>,
+    /// Create the --shm segment in huge pages (SHM_HUGETLB).
+    #[arg(short = 'u', long, help_heading = "Shared memory (numactl's)")]
+    pub huge: bool,
+    /// Touch every page of the region, placing it by its policy.
+    #[arg(short = 'T', long, help_heading = "Shared memory (numactl's)")]
+    pub touch: bool,
+    /// Print the region's policies.
+    #[arg(short = 'd', long, help_heading = "Shared memory (numactl's)")]
+    pub dump: bool,
+    /// Print the node of each run of the region's pages (touching them).
+    #[arg(short = 'D', long, help_heading = "Shared memory (numactl's)")]
+    pub dump_nodes: bool,
+    /// Touch the region and check that every page follows the policy just set.
+    #[arg(short = 'V', long, help_heading = "Shared memory (numactl's)")]
+    pub verify: bool,
     /// The command and its arguments. An argument before it that starts with '-' is one of
     /// the options above, never the command: a mistyped option is an error, as in numactl.
     #[arg(trailing_var_arg = true, value_name = "COMMAND")]
@@ -92,67 +160,143 @@ fn preload_path() -> Option<PathBuf> {
     Some(exe.parent()?.join("libnumalab_nexttouch.so"))
 }
 
-/// Which CPU binding comes last among `options` (the arguments between `run` and the
-/// command): 'N' (--cpunodebind, --cpubind, -N, -c) or 'C' (--physcpubind, -C). numactl
-/// applies each as it reads it, so with both the last one is the process's affinity.
-fn last_cpu_binding(options: &[OsString]) -> Option<char> {
-    let mut last = None;
-    for a in options {
-        let a = a.to_string_lossy();
-        let long = |name: &str| a == name || a.starts_with(&format!("{name}="));
-        if long("--cpunodebind") || long("--cpubind") || a.starts_with("-N") || a.starts_with("-c")
-        {
-            last = Some('N');
-        } else if long("--physcpubind") || a.starts_with("-C") {
-            last = Some('C');
+/// The options as given, in their order (clap keeps each occurrence's index): numactl
+/// applies each as it reads it, so the order decides which CPU binding wins, whether --all
+/// came first, what `same` means, and everything about the shared-memory options.
+fn ordered(m: &ArgMatches) -> Vec<Opt> {
+    type Valued = fn(String) -> Opt;
+    const VALUED: [(&str, Valued); 13] = [
+        ("interleave", Opt::Interleave),
+        ("membind", Opt::Membind),
+        ("preferred", Opt::Preferred),
+        ("preferred_many", Opt::PreferredMany),
+        ("weighted_interleave", Opt::WeightedInterleave),
+        ("cpunodebind", Opt::CpuNodeBind),
+        ("physcpubind", Opt::PhysCpuBind),
+        ("shm", Opt::Shm),
+        ("file", Opt::File),
+        ("offset", Opt::Offset),
+        ("length", Opt::Length),
+        ("shmmode", Opt::ShmMode),
+        ("shmid", Opt::ShmId),
+    ];
+    const FLAGS: [(&str, Opt); 9] = [
+        ("localalloc", Opt::Localalloc),
+        ("balancing", Opt::Balancing),
+        ("all", Opt::All),
+        ("strict", Opt::Strict),
+        ("huge", Opt::Huge),
+        ("touch", Opt::Touch),
+        ("dump", Opt::Dump),
+        ("dump_nodes", Opt::DumpNodes),
+        ("verify", Opt::Verify),
+    ];
+    let mut opts: Vec<(usize, Opt)> = Vec::new();
+    for (id, make) in VALUED {
+        if let (Some(at), Some(vals)) = (m.indices_of(id), m.get_many::<String>(id)) {
+            opts.extend(at.zip(vals).map(|(i, v)| (i, make(v.clone()))));
         }
     }
-    last
-}
-
-/// Whether `--all`/`-a` comes after a node or CPU spec among `options`: numactl refuses that
-/// ("--all/-a option must be before all cpu/node specifications").
-fn all_after_a_spec(options: &[OsString]) -> bool {
-    let mut spec_seen = false;
-    for a in options {
-        let a = a.to_string_lossy();
-        if a == "--all" || (!a.starts_with("--") && a.starts_with("-a")) {
-            return spec_seen;
+    for (id, opt) in FLAGS {
+        if m.value_source(id) == Some(ValueSource::CommandLine) {
+            if let Some(at) = m.indices_of(id) {
+                opts.extend(at.map(|i| (i, opt.clone())));
+            }
         }
-        let long = [
-            "--interleave",
-            "--membind",
-            "--preferred",
-            "--preferred-many",
-        ]
-        .iter()
-        .chain(&[
-            "--cpunodebind",
-            "--cpubind",
-            "--physcpubind",
-            "--weighted-interleave",
-        ])
-        .any(|n| a == *n || a.starts_with(&format!("{n}=")));
-        let short = a.starts_with('-')
-            && !a.starts_with("--")
-            && a.chars().nth(1).is_some_and(|c| "impPwNcC".contains(c));
-        spec_seen |= long || short;
     }
-    false
+    opts.sort_by_key(|(i, _)| *i);
+    opts.into_iter().map(|(_, o)| o).collect()
 }
 
-pub fn run(mut a: RunArgs) -> Result<i32> {
-    // the options: after `numalab run`, before the command (the trailing arguments)
-    let args: Vec<OsString> = std::env::args_os().collect();
-    let options = args
-        .get(2..args.len().saturating_sub(a.command.len()))
-        .unwrap_or_default();
-    if a.all && all_after_a_spec(options) {
-        bail!("--all/-a option must be before all cpu/node specifications (as numactl requires)");
+/// numactl's `same`: a node spec that repeats the previous one given (any of the node
+/// options); an error where none came before.
+fn resolve_same(a: &mut RunArgs, opts: &[Opt]) -> Result<()> {
+    let mut last: Option<&String> = None;
+    for o in opts {
+        let (field, spec) = match o {
+            Opt::Interleave(s) => (&mut a.interleave, s),
+            Opt::Membind(s) => (&mut a.membind, s),
+            Opt::Preferred(s) => (&mut a.preferred, s),
+            Opt::PreferredMany(s) => (&mut a.preferred_many, s),
+            Opt::WeightedInterleave(s) => (&mut a.weighted_interleave, s),
+            Opt::CpuNodeBind(s) => (&mut a.cpunodebind, s),
+            _ => continue,
+        };
+        if spec == "same" {
+            let Some(prev) = last else {
+                bail!("same needs previous node specification (as numactl requires)");
+            };
+            *field = Some(prev.clone());
+        } else {
+            last = Some(spec);
+        }
     }
+    Ok(())
+}
+
+/// numactl's usage line, after its `usage_msg` errors.
+const USAGE: &str = "usage: numalab run [POLICY] [--cpunodebind NODES | --physcpubind CPUS] COMMAND [ARGS]...\n       numalab run [--length BYTES] [--offset BYTES] [--shmmode MODE] [--shmid ID] [--huge] --shm FILE | --file FILE\n                   [--strict] [POLICY] [--touch] [--verify] [--dump] [--dump-nodes]\n       (numalab run --help)";
+
+/// The shared-memory options, applied in order as numactl applies them. `Some(status)`:
+/// numactl's pass ended (a segment was attached, or an error); `None`: no segment, the
+/// options place a process.
+fn shm_pass(opts: &[Opt], has_command: bool) -> Result<Option<i32>> {
+    let host = numalab_place::exec::host_info(&SysRoot::host())?;
+    let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
+    let io = Io {
+        out: &mut out,
+        err: &mut err,
+    };
+    let ended = Numactl::new(&host.spec, io).run(opts, has_command);
+    out.flush()?;
+    match ended {
+        Ok(Outcome::Exit(code)) => Ok(Some(code)),
+        Ok(Outcome::Process) => Ok(None),
+        Err(stop) => {
+            if stop.usage {
+                writeln!(err, "{USAGE}")?;
+            }
+            Ok(Some(1))
+        }
+    }
+}
+
+pub fn run(mut a: RunArgs, m: &ArgMatches) -> Result<i32> {
+    let opts = ordered(m);
+    let (show, hardware) = (a.show, a.hardware);
+    if !show && !hardware && opts.iter().any(Opt::is_shm) {
+        if let Some(code) = shm_pass(&opts, !a.command.is_empty())? {
+            return Ok(code);
+        }
+    }
+    let spec_seen = |o: &Opt| {
+        matches!(
+            o,
+            Opt::Interleave(_)
+                | Opt::Membind(_)
+                | Opt::Preferred(_)
+                | Opt::PreferredMany(_)
+                | Opt::WeightedInterleave(_)
+                | Opt::CpuNodeBind(_)
+                | Opt::PhysCpuBind(_)
+        )
+    };
+    if let Some(all_at) = opts.iter().position(|o| *o == Opt::All) {
+        if opts[..all_at].iter().any(spec_seen) {
+            bail!(
+                "--all/-a option must be before all cpu/node specifications (as numactl requires)"
+            );
+        }
+    }
+    resolve_same(&mut a, &opts)?;
     if a.cpunodebind.is_some() && a.physcpubind.is_some() {
-        match last_cpu_binding(options) {
-            Some('N') => a.physcpubind = None,
+        // numactl binds at each option: the last one given is the process's affinity
+        let last = opts
+            .iter()
+            .rev()
+            .find(|o| matches!(o, Opt::CpuNodeBind(_) | Opt::PhysCpuBind(_)));
+        match last {
+            Some(Opt::CpuNodeBind(_)) => a.physcpubind = None,
             _ => a.cpunodebind = None,
         }
     }

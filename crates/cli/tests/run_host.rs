@@ -278,3 +278,96 @@ fn options_read_as_numactl_reads_them_and_a_mistyped_one_runs_nothing() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// numactl's shared-memory policies on the host's one node: a tmpfs file created, bound,
+/// touched, dumped and verified in one command, in the order given; `same`; and the errors
+/// numactl gives for options out of order (the comparison with numactl itself, on five
+/// nodes, is vm_numactl_shm.rs).
+#[test]
+fn shared_memory_options_apply_in_order_as_numactl_applies_them() {
+    let dir = std::path::Path::new("/dev/shm");
+    if !dir.is_dir() {
+        eprintln!("skipped: no /dev/shm");
+        return;
+    }
+    let file = dir.join(format!("numalab-run-host-{}", std::process::id()));
+    let run = |args: &[&str]| {
+        let o = numalab().arg("run").args(args).output().unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let f = file.to_str().unwrap();
+    let (code, out, err) = run(&[
+        "--length",
+        "4m",
+        "--file",
+        f,
+        "--strict",
+        "--membind",
+        "0",
+        "--verify",
+        "--dump",
+        "--dump-nodes",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        out,
+        "0000000000000000-0000000000400000: bind : 0 \n0000000000000000-0000000000400000: 0\n"
+    );
+    assert_eq!(std::fs::metadata(&file).unwrap().len(), 4 << 20);
+    // tmpfs keeps the policy with the file (its shared policy), for the next command
+    let (code, out, _) = run(&["--length", "4m", "--file", f, "--dump"]);
+    assert_eq!(
+        (code, out.as_str()),
+        (Some(0), "0000000000000000-0000000000400000: bind : 0 \n")
+    );
+    // a policy before the file would be the process's: numactl refuses it
+    let (code, _, err) = run(&["--interleave", "0", "--file", f]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.starts_with("numactl: specify policy after --shm/--file"),
+        "{err}"
+    );
+    // the region's options belong before it
+    let (code, _, err) = run(&["--length", "4m", "--file", f, "--offset", "2m"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("--offset must be before shared memory"),
+        "{err}"
+    );
+    // with a segment there is no command to run
+    let (code, _, err) = run(&["--length", "4m", "--file", f, "true"]);
+    assert_eq!(code, Some(1));
+    assert!(err.starts_with("usage: numalab run"), "{err}");
+    // shm options for a process are an error, not ignored
+    let (code, _, err) = run(&["--length", "2m", "true"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("shm related option --length for process"),
+        "{err}"
+    );
+    std::fs::remove_file(&file).ok();
+    // `same`: the previous node spec
+    let (code, out, err) = run(&[
+        "--cpunodebind",
+        "0",
+        "--membind",
+        "same",
+        "cat",
+        "/proc/self/status",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.lines().any(|l| l.starts_with("Mems_allowed_list:")),
+        "{out}"
+    );
+    let (code, _, err) = run(&["--membind", "same", "true"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("same needs previous node specification"),
+        "{err}"
+    );
+}

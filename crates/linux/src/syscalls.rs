@@ -461,9 +461,22 @@ pub fn mbind(
     mode_flags: ModeFlags,
     flags: MbindFlags,
 ) -> Result<(), Error> {
+    let k = KernelPolicy::from_mempolicy(policy, mode_flags, "mbind")?;
+    check_weights(policy, "mbind")?;
+    mbind_kernel(addr, len_bytes, &k, flags)
+}
+
+/// `mbind(2)` with a policy in the kernel's terms, passed as it is: a mode other than
+/// MPOL_DEFAULT and MPOL_LOCAL gets its mask even when empty (what libnuma passes, e.g.
+/// numactl's MPOL_PREFERRED with no node, which kernels take differently), and the kernel
+/// judges it.
+pub fn mbind_kernel(
+    addr: usize,
+    len_bytes: usize,
+    k: &KernelPolicy,
+    flags: MbindFlags,
+) -> Result<(), Error> {
     const SYSCALL: &str = "mbind";
-    let k = KernelPolicy::from_mempolicy(policy, mode_flags, SYSCALL)?;
-    check_weights(policy, SYSCALL)?;
     let page = page_size_bytes();
     if addr & (page - 1) != 0 {
         return Err(Error::Argument {
@@ -472,7 +485,7 @@ pub fn mbind(
             remedy: "round the start down to a page boundary (mmap returns aligned memory)".into(),
         });
     }
-    let mask = policy_mask(&k);
+    let mask = policy_mask(k);
     // SAFETY: the kernel only reads the mask (maxnode - 1 bits); the range is checked by the kernel.
     let r = unsafe {
         libc::syscall(
@@ -491,7 +504,7 @@ pub fn mbind(
             SYSCALL,
             e,
             &Ctx {
-                policy: Some(&k),
+                policy: Some(k),
                 nodes: k.nodes,
                 mbind_flags: flags,
                 detail: format!("range {addr:#x}+{len_bytes:#x}"),

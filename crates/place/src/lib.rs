@@ -9,6 +9,7 @@ pub mod memhog;
 pub mod migrate;
 pub mod migrate_plan;
 pub mod nodespec;
+pub mod numactl_shm;
 pub mod numactl_show;
 pub mod percent;
 pub mod percent_thread;
