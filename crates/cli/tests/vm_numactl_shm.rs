@@ -6,6 +6,7 @@
 //! print the same standard output (dumps, node runs, verify reports) and the same message
 //! on standard error (numalab prints its own usage text where numactl prints its usage).
 //! Processes are pinned to CPU 0, so pages that no policy places land on node 0 for both.
+//! The device node specs (`netdev:`, `pci:`, ...) are compared here too.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -274,5 +275,47 @@ fn huge_page_segments_and_misuse_end_as_with_numactl() {
     restore();
     if let Err(e) = result {
         std::panic::resume_unwind(e);
+    }
+}
+
+/// numactl's device node specs on the VM, whose devices are all of unknown node (QEMU's PCI
+/// functions have numa_node -1, the only network device is lo, there is no block device):
+/// numalab refuses each where numactl refuses it, exit status 1, and names the device. The
+/// successful lookups are tested on a fake sysfs (place's device_node.rs and nodespec.rs).
+#[test]
+#[ignore = "needs the multi-node VM: see docs/testing.md"]
+fn device_node_specs_fail_where_numactl_fails() {
+    require_numactl();
+    for (spec, names) in [
+        ("netdev:lo", "'lo'"),
+        ("netdev:eth0", "'eth0'"),
+        ("pci:0:1", "'0:1'"),
+        ("pci:0000:00:01.0", "'0000:00:01.0'"),
+        ("file:/dev/shm", "'/dev/shm'"),
+        ("ip:127.0.0.1", "'lo'"),
+        ("block:vda", "'vda'"),
+        ("0,netdev:lo", "'lo'"),
+    ] {
+        let real = Command::new(NUMACTL)
+            .args(["--membind", spec, "true"])
+            .output()
+            .unwrap();
+        let ours = Command::new(numalab())
+            .args(["run", "--membind", spec, "true"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&ours.stderr);
+        say(&format!(
+            "device spec {spec}: numactl {:?} ({}), numalab {:?} ({})",
+            real.status.code(),
+            String::from_utf8_lossy(&real.stderr)
+                .lines()
+                .next()
+                .unwrap_or(""),
+            ours.status.code(),
+            err.trim()
+        ));
+        assert_eq!(ours.status.code(), real.status.code(), "{spec}: {err}");
+        assert!(err.contains(names), "{spec}: {err}");
     }
 }

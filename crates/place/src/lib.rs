@@ -2,6 +2,7 @@
 //! percentage placement and the page migration engine, over `numalab-linux`'s syscalls.
 
 pub mod bench;
+pub mod device_node;
 pub mod exec;
 pub mod launch;
 pub mod machine_file;

@@ -1,10 +1,12 @@
 //! numactl's node and CPU specifications, with numactl's meaning (numactl(8), "nodes may be
 //! specified as ..."): `all`, lists and ranges `0-3,5`, inversion `!1`, and `+N` numbers
-//! relative to the caller's cpuset (`Mems_allowed` / `Cpus_allowed`). Absolute numbers must be
+//! relative to the caller's cpuset (`Mems_allowed` / `Cpus_allowed`), and devices
+//! (`netdev:eth0`, `block:`, `pci:`, `file:`, `ip:`; device_node.rs). Absolute numbers must be
 //! online and inside the cpuset; the errors say which set a number missed.
 
 use numalab_core::ids::MAX_CPU_ID;
 use numalab_core::{CpuId, NodeId, NodeMask};
+use numalab_linux::sysroot::SysRoot;
 use thiserror::Error;
 
 /// What a spec is resolved against: the nodes and CPUs that exist and the caller's cpuset.
@@ -16,12 +18,17 @@ pub struct SpecContext {
     pub online_cpus: Vec<CpuId>,
     /// `Cpus_allowed` of the calling process.
     pub allowed_cpus: Vec<CpuId>,
+    /// Where device specs (`netdev:eth0`, `pci:0000:40:01.2`, ...) read sysfs.
+    pub sys: SysRoot,
 }
 
 #[derive(Debug, Error, PartialEq)]
 pub enum SpecError {
     #[error("'{spec}': {why}")]
     Malformed { spec: String, why: String },
+    /// A device spec (`netdev:`, `block:`, `pci:`, `file:`, `ip:`) that gave no node.
+    #[error("'{spec}': {why}")]
+    Device { spec: String, why: String },
     #[error("'{spec}': node {node} does not exist (online nodes: {online})")]
     UnknownNode {
         spec: String,
@@ -116,6 +123,39 @@ fn list_numbers(spec: &str, body: &str) -> Result<Vec<usize>, SpecError> {
         .collect())
 }
 
+/// An absolute node number checked against the online nodes and the cpuset.
+fn absolute_node(spec: &str, n: usize, ctx: &SpecContext) -> Result<NodeId, SpecError> {
+    if n > u16::MAX as usize || !ctx.online_nodes.contains(NodeId(n as u16)) {
+        return Err(SpecError::UnknownNode {
+            spec: spec.to_string(),
+            node: n,
+            online: ctx.online_nodes.to_string(),
+        });
+    }
+    if !ctx.allowed_nodes.contains(NodeId(n as u16)) {
+        return Err(SpecError::NodeNotAllowed {
+            spec: spec.to_string(),
+            node: n,
+            allowed: ctx.allowed_nodes.to_string(),
+        });
+    }
+    Ok(NodeId(n as u16))
+}
+
+/// A list body split at its first device item (`0,netdev:eth0`): the numbers before it, and
+/// the device spec, which runs to the end of the body as in libnuma (its id may hold commas).
+fn split_device(body: &str) -> (&str, Option<(&'static str, &str)>) {
+    let mut at = 0;
+    for item in body.split(',') {
+        let rest = body[at..].trim_start();
+        if let Some(device) = crate::device_node::split_spec(rest) {
+            return (body[..at].trim_end_matches(','), Some(device));
+        }
+        at += item.len() + 1;
+    }
+    (body, None)
+}
+
 /// Resolve a numactl node spec (`--membind`, `--interleave`, `--cpunodebind`, ...).
 pub fn parse_nodes(spec: &str, ctx: &SpecContext) -> Result<NodeMask, SpecError> {
     let (invert, relative, body) = prefixes(spec);
@@ -123,8 +163,13 @@ pub fn parse_nodes(spec: &str, ctx: &SpecContext) -> Result<NodeMask, SpecError>
     if body == "all" {
         mask = ctx.allowed_nodes;
     } else {
+        let (numbers, device) = split_device(body);
         let allowed: Vec<NodeId> = ctx.allowed_nodes.iter().collect();
-        for n in list_numbers(spec, body)? {
+        let numbers = match (numbers.is_empty(), device) {
+            (true, Some(_)) => Vec::new(),
+            _ => list_numbers(spec, numbers)?,
+        };
+        for n in numbers {
             let node = if relative {
                 *allowed.get(n).ok_or_else(|| SpecError::RelativeNode {
                     spec: spec.to_string(),
@@ -133,23 +178,18 @@ pub fn parse_nodes(spec: &str, ctx: &SpecContext) -> Result<NodeMask, SpecError>
                     allowed: ctx.allowed_nodes.to_string(),
                 })?
             } else {
-                if n > u16::MAX as usize || !ctx.online_nodes.contains(NodeId(n as u16)) {
-                    return Err(SpecError::UnknownNode {
-                        spec: spec.to_string(),
-                        node: n,
-                        online: ctx.online_nodes.to_string(),
-                    });
-                }
-                if !ctx.allowed_nodes.contains(NodeId(n as u16)) {
-                    return Err(SpecError::NodeNotAllowed {
-                        spec: spec.to_string(),
-                        node: n,
-                        allowed: ctx.allowed_nodes.to_string(),
-                    });
-                }
-                NodeId(n as u16)
+                absolute_node(spec, n, ctx)?
             };
             mask.set(node);
+        }
+        if let Some((kind, id)) = device {
+            let node = crate::device_node::node_of(kind, id, &ctx.sys).map_err(|why| {
+                SpecError::Device {
+                    spec: spec.to_string(),
+                    why,
+                }
+            })?;
+            mask.set(absolute_node(spec, node.0 as usize, ctx)?);
         }
     }
     if invert {
@@ -231,7 +271,43 @@ mod tests {
             allowed_nodes: NodeMask::from_nodes([NodeId(1), NodeId(2), NodeId(3)]),
             online_cpus: (0..8).map(CpuId).collect(),
             allowed_cpus: (2..8).map(CpuId).collect(),
+            sys: SysRoot::host(),
         }
+    }
+
+    #[test]
+    fn device_specs_name_the_devices_node() {
+        let root = std::env::temp_dir().join(format!("numalab-nodespec-{}", std::process::id()));
+        std::fs::remove_dir_all(&root).ok();
+        let func = root.join("sys/devices/pci0000:00/0000:00:03.0");
+        std::fs::create_dir_all(&func).unwrap();
+        std::fs::write(func.join("numa_node"), "2\n").unwrap();
+        std::fs::create_dir_all(root.join("sys/class/net")).unwrap();
+        std::os::unix::fs::symlink(
+            "../../devices/pci0000:00/0000:00:03.0/net/eth0",
+            root.join("sys/class/net/eth0"),
+        )
+        .unwrap();
+        let c = SpecContext {
+            sys: SysRoot::new(&root),
+            ..ctx()
+        };
+        let nodes = |s: &str| parse_nodes(s, &c).map(|m| m.to_string());
+        assert_eq!(nodes("netdev:eth0"), Ok("2".to_string()));
+        assert_eq!(nodes("1,netdev:eth0"), Ok("1-2".to_string()));
+        assert_eq!(nodes("!netdev:eth0"), Ok("1,3".to_string()));
+        assert_eq!(nodes("pci:0:3"), Ok("2".to_string()));
+        assert!(matches!(
+            nodes("netdev:eth9"),
+            Err(SpecError::Device { .. })
+        ));
+        // node 0 exists but the cpuset leaves it out
+        std::fs::write(func.join("numa_node"), "0\n").unwrap();
+        assert!(matches!(
+            nodes("netdev:eth0"),
+            Err(SpecError::NodeNotAllowed { node: 0, .. })
+        ));
+        std::fs::remove_dir_all(&root).ok();
     }
 
     fn nodes(s: &str) -> String {
