@@ -80,6 +80,12 @@ pub struct RunArgs {
     /// Print the host's NUMA topology, as numactl --hardware (`numalab topo` shows more).
     #[arg(short = 'H', long)]
     pub hardware: bool,
+    /// With --hardware: each node's CPUs as ranges and a count (numactl 2.0.19's option).
+    #[arg(long)]
+    pub cpu_compress: bool,
+    /// Print the numactl version `numalab run` follows, and numalab's.
+    #[arg(long = "version", action = clap::ArgAction::SetTrue)]
+    pub numactl_version: bool,
     /// Shared memory: the System V segment keyed by FILE (numactl --shm; created with
     /// --length if missing), whose policy the options after it set (docs/numactl.md).
     #[arg(
@@ -262,6 +268,11 @@ fn shm_pass(opts: &[Opt], has_command: bool) -> Result<Option<i32>> {
 }
 
 pub fn run(mut a: RunArgs, m: &ArgMatches) -> Result<i32> {
+    if a.numactl_version {
+        // numactl 2.0.17+ prints its VERSION; numalab run behaves as 2.0.16 (Debian 12's)
+        println!("2.0.16 (numalab {})", env!("CARGO_PKG_VERSION"));
+        return Ok(0);
+    }
     let opts = ordered(m);
     let (show, hardware) = (a.show, a.hardware);
     if !show && !hardware && opts.iter().any(Opt::is_shm) {
@@ -304,7 +315,10 @@ pub fn run(mut a: RunArgs, m: &ArgMatches) -> Result<i32> {
     if a.hardware {
         // numactl's layout alone; `numalab topo` adds tiers, HMAT, THP and balancing
         let tree = numalab_linux::node::read_node_tree(&root)?;
-        print!("{}", numalab_place::numactl_show::hardware(&tree));
+        print!(
+            "{}",
+            numalab_place::numactl_show::hardware(&tree, a.cpu_compress)
+        );
         return Ok(0);
     }
     if a.show {

@@ -73,7 +73,7 @@ fn numastat(tree: &numalab_linux::node::NodeTree) -> String {
 /// them keep working), then the rest.
 pub fn render(t: &HostTopo) -> String {
     let tree = &t.nodes;
-    let mut o = numalab_place::numactl_show::hardware(tree);
+    let mut o = numalab_place::numactl_show::hardware(tree, false);
     o += &numastat(tree);
     let cpuless = tree.cpuless();
     if !cpuless.is_empty() {

@@ -371,3 +371,29 @@ fn shared_memory_options_apply_in_order_as_numactl_applies_them() {
         "{err}"
     );
 }
+
+/// numactl 2.0.17+'s `--version` (long only: `-V` stays `--verify`) and 2.0.19's
+/// `--cpu-compress` for `--hardware`.
+#[test]
+fn version_and_cpu_compress_as_newer_numactls() {
+    let o = numalab().args(["run", "--version"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let v = String::from_utf8_lossy(&o.stdout);
+    assert!(v.starts_with("2.0.16 (numalab "), "{v}");
+    let o = numalab()
+        .args(["run", "--hardware", "--cpu-compress"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains(" cpus:"))
+        .expect("a cpus line");
+    // "node 0 cpus: 0-1 (2)": runs, then the count in parentheses
+    assert!(line.ends_with(')') && line.contains(" ("), "{line}");
+    // -V is still numactl's --verify, which needs a segment
+    let o = numalab().args(["run", "-V", "true"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--verify must be after shared memory"));
+}

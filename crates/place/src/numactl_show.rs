@@ -110,8 +110,31 @@ fn sp3(n: i64) -> String {
     format!("{s:>3}")
 }
 
-/// `numactl --hardware`.
-pub fn hardware(tree: &NodeTree) -> String {
+/// A node's CPUs as numactl 2.0.19's `--cpu-compress` prints them: runs `a-b` joined by
+/// ", " (numactl prints "," before each run's " a-b"), then the count: ` 0-3, 8-11 (8)`.
+fn compressed_cpus(cpus: &[u32]) -> String {
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for &c in cpus {
+        match runs.last_mut() {
+            Some((_, end)) if *end + 1 == c => *end = c,
+            _ => runs.push((c, c)),
+        }
+    }
+    let parts: Vec<String> = runs
+        .iter()
+        .map(|&(a, b)| {
+            if a == b {
+                format!(" {a}")
+            } else {
+                format!(" {a}-{b}")
+            }
+        })
+        .collect();
+    format!("{} ({})", parts.join(","), cpus.len())
+}
+
+/// `numactl --hardware`; `cpu_compress`: numactl 2.0.19's `--cpu-compress` CPU lists.
+pub fn hardware(tree: &NodeTree, cpu_compress: bool) -> String {
     let ids: Vec<u16> = tree.nodes.iter().map(|n| n.id.0).collect();
     // numactl's `available:` list is the kernel's list format (runs as a-b, commas)
     let listed = NodeMask::from_nodes(tree.nodes.iter().map(|n| n.id));
@@ -121,8 +144,12 @@ pub fn hardware(tree: &NodeTree) -> String {
         o += &format!("node {id} cpus:");
         let mut cpus: Vec<u32> = n.cpus.iter().map(|c| c.0).collect();
         cpus.sort_unstable();
-        for c in cpus {
-            o += &format!(" {c}");
+        if cpu_compress {
+            o += &compressed_cpus(&cpus);
+        } else {
+            for c in cpus {
+                o += &format!(" {c}");
+            }
         }
         o += "\n";
         let mb = |kb: Option<u64>| {
@@ -164,6 +191,17 @@ pub fn hardware(tree: &NodeTree) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_compress_prints_runs_and_the_count() {
+        assert_eq!(
+            compressed_cpus(&[0, 1, 2, 3, 8, 9, 10, 11]),
+            " 0-3, 8-11 (8)"
+        );
+        assert_eq!(compressed_cpus(&[5]), " 5 (1)");
+        assert_eq!(compressed_cpus(&[0, 2, 3]), " 0, 2-3 (3)");
+        assert_eq!(compressed_cpus(&[]), " (0)");
+    }
 
     #[test]
     fn numbers_and_ranges_as_printf_and_numactl_write_them() {
