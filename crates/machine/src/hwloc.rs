@@ -678,6 +678,18 @@ fn parse_doc(doc: &roxmltree::Document, origin: &str) -> Result<ParsedTopology, 
                     ));
                 }
             }
+            "MemCache" => {
+                // A memory-side cache (KNL's MCDRAM in cache mode, an HBM or CXL cache) sits in
+                // front of its node's memory for every CPU, not in a core's hierarchy: it is
+                // never the LLC (a 2 GiB one taken as an LLC made STREAM need 8 GB of host
+                // memory). The model has no memory-side cache: said in the description.
+                let bytes = attr_u64(&n, "cache_size").unwrap_or(0);
+                t.notes.push(format!(
+                    "a {} MiB memory-side cache (hwloc MemCache) is not modelled: its node's \
+                     memory is simulated without it",
+                    bytes >> 20
+                ));
+            }
             ty if ty.ends_with("Cache") => {
                 // Level: the `depth` attribute (hwloc 1 "Cache" objects and hwloc 2 alike),
                 // else the type name (L2Cache, L3Cache). Instruction caches are skipped.

@@ -645,3 +645,29 @@ fn implausible_memory_attributes_are_reported_and_replaced_by_defaults() {
     // the plausible ones are kept
     assert_eq!(idle(&m, 0, 0), 90.0);
 }
+
+#[test]
+fn memory_side_caches_are_never_the_llc() {
+    // A 2 GiB memory-side cache (hwloc's MemCache, as KNL's MCDRAM in cache mode or a
+    // CXL/HBM cache) in front of node 0, at depth 3 like the L3s beside it: imported as
+    // node 0's LLC it would make every simulation of it allocate gigabytes of cache state.
+    let numa0 = r#"<object type="NUMANode" os_index="0" cpuset="0x00000003" complete_cpuset="0x00000003" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="1003" local_memory="4294967296"/>"#;
+    let xml = std::fs::read_to_string(path("fixtures/4n-cod-2p.xml")).unwrap();
+    assert!(xml.contains(numa0));
+    let xml = xml.replace(
+        numa0,
+        &format!(
+            r#"<object type="MemCache" cpuset="0x00000003" complete_cpuset="0x00000003" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="2000" cache_size="2147483648" depth="3" cache_linesize="64" cache_associativity="0" cache_type="0">{numa0}</object>"#
+        ),
+    );
+    let m = import_str(&xml, "memcache.xml", "memcache", &HwlocDefaults::default()).unwrap();
+    let plain = import("fixtures/4n-cod-2p.xml");
+    assert_eq!(m.nodes[0].llc, plain.nodes[0].llc);
+    assert_eq!(m.nodes[0].llc.as_ref().unwrap().bytes, 16 << 20);
+    assert!(
+        m.description
+            .contains("a 2048 MiB memory-side cache (hwloc MemCache) is not modelled"),
+        "{}",
+        m.description
+    );
+}
