@@ -78,7 +78,7 @@ pub fn host_info(root: &SysRoot) -> Result<HostInfo, ExecError> {
             allowed_nodes,
             online_cpus,
             allowed_cpus,
-            sys: root.clone(),
+            devices: Some(root.clone()),
         },
         node_cpus,
         current_node,

@@ -438,7 +438,7 @@ mod tests {
                 allowed_nodes: NodeMask::first_n(5),
                 online_cpus: (0..4).map(CpuId).collect(),
                 allowed_cpus: (0..4).map(CpuId).collect(),
-                sys: numalab_linux::sysroot::SysRoot::host(),
+                devices: None,
             },
             node_cpus: (0..4)
                 .map(|i| (NodeId(i), vec![CpuId(i as u32)]))

@@ -318,7 +318,7 @@ impl<'a> Numactl<'a> {
             allowed_nodes: ctx.online_nodes,
             online_cpus: ctx.online_cpus.clone(),
             allowed_cpus: ctx.online_cpus.clone(),
-            sys: ctx.sys.clone(),
+            devices: ctx.devices.clone(),
         };
         Numactl {
             ctx,
