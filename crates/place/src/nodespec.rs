@@ -310,6 +310,11 @@ mod tests {
             nodes("netdev:eth9"),
             Err(SpecError::Device { .. })
         ));
+        // a context without devices refuses them without looking
+        assert!(matches!(
+            parse_nodes("netdev:eth0", &ctx()),
+            Err(SpecError::Device { .. })
+        ));
         // node 0 exists but the cpuset leaves it out
         std::fs::write(func.join("numa_node"), "0\n").unwrap();
         assert!(matches!(
