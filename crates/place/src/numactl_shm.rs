@@ -11,6 +11,7 @@
 //! `shmget`/`shmat` with the flags numactl uses (SHM_HUGETLB, a key from `ftok`).
 
 use crate::nodespec::{parse_nodes, SpecContext};
+use crate::numactl_show::policy_name;
 use numalab_core::{MemPolicy, NodeId, NodeMask};
 use numalab_linux::{syscalls, KernelMode, KernelPolicy, MbindFlags, ModeFlags};
 use std::ffi::CString;
@@ -218,29 +219,9 @@ fn whole_number(s: &str, base: u32) -> Option<u64> {
     (end > 0 && end == s.len()).then_some(v)
 }
 
-/// numactl's `policy_names`, and `[N]` for a mode with flags or one it does not know.
-fn policy_name(raw: i32) -> String {
-    const NAMES: [&str; 6] = [
-        "default",
-        "preferred",
-        "bind",
-        "interleave",
-        "local",
-        "preferred-many",
-    ];
-    usize::try_from(raw)
-        .ok()
-        .and_then(|m| NAMES.get(m))
-        .map_or_else(|| format!("[{raw}]"), |n| n.to_string())
-}
-
-/// libnuma's `printmask`.
+/// libnuma's `printmask` of a node mask.
 fn mask_line(name: &str, mask: &NodeMask) -> String {
-    let mut s = format!("{name}: ");
-    for n in mask.iter() {
-        s += &format!("{} ", n.0);
-    }
-    s + "\n"
+    crate::numactl_show::mask_line(name, mask.iter().map(|n| n.0 as u32))
 }
 
 /// An attached segment or mapped file: numactl's `shmptr`, `shmlen` and page size.

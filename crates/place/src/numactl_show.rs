@@ -34,8 +34,17 @@ pub struct ShowState {
     pub mems_allowed: Vec<NodeId>,
 }
 
+/// numactl's `policy_name`: the mode's name, `[N]` for a mode with flags or one numactl
+/// 2.0.16 does not know.
+pub(crate) fn policy_name(raw: i32) -> String {
+    usize::try_from(raw)
+        .ok()
+        .and_then(|m| POLICY_NAMES.get(m))
+        .map_or_else(|| format!("[{raw}]"), |n| n.to_string())
+}
+
 /// libnuma's `printmask`: `name: ` then every member followed by a space.
-fn mask_line(name: &str, ids: impl IntoIterator<Item = u32>) -> String {
+pub(crate) fn mask_line(name: &str, ids: impl IntoIterator<Item = u32>) -> String {
     let mut s = format!("{name}: ");
     for i in ids {
         s += &format!("{i} ");
@@ -47,13 +56,7 @@ fn mask_line(name: &str, ids: impl IntoIterator<Item = u32>) -> String {
 pub fn show(st: &ShowState, tree: &NodeTree) -> String {
     let mode = st.raw_mode;
     let is = |m: KernelMode| mode == m as i32;
-    let mut o = format!(
-        "policy: {}\n",
-        usize::try_from(mode)
-            .ok()
-            .and_then(|m| POLICY_NAMES.get(m))
-            .map_or_else(|| format!("[{mode}]"), |n| n.to_string())
-    );
+    let mut o = format!("policy: {}\n", policy_name(mode));
     let nodes: Vec<u32> = st.nodes.iter().map(|n| n.0 as u32).collect();
     let allowed: Vec<u32> = st.mems_allowed.iter().map(|n| n.0 as u32).collect();
     let membind = if is(KernelMode::Bind) {
