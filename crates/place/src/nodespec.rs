@@ -85,6 +85,20 @@ fn prefixes(spec: &str) -> (bool, bool, &str) {
     (invert, relative, s.trim())
 }
 
+/// Set bits `lo..=hi` of `words`, a whole word at a time inside the range.
+fn set_bits(words: &mut [u64], lo: usize, hi: usize) {
+    let mut i = lo;
+    while i <= hi {
+        if i % 64 == 0 && hi - i >= 63 {
+            words[i / 64] = u64::MAX;
+            i += 64;
+        } else {
+            words[i / 64] |= 1 << (i % 64);
+            i += 1;
+        }
+    }
+}
+
 /// Numbers of a list body `0-3,5` in ascending order, duplicates kept out.
 fn list_numbers(spec: &str, body: &str) -> Result<Vec<usize>, SpecError> {
     let malformed = |why: String| SpecError::Malformed {
@@ -118,9 +132,7 @@ fn list_numbers(spec: &str, body: &str) -> Result<Vec<usize>, SpecError> {
                 limit - 1
             )));
         }
-        for i in lo..=hi {
-            seen[i / 64] |= 1 << (i % 64);
-        }
+        set_bits(&mut seen, lo, hi);
         (first, last) = (first.min(lo), last.max(hi));
     }
     Ok((first..=last)
@@ -326,6 +338,18 @@ mod tests {
 
     fn nodes(s: &str) -> String {
         parse_nodes(s, &ctx()).unwrap().to_string()
+    }
+
+    #[test]
+    fn whole_words_and_their_edges() {
+        for (lo, hi) in [(0, 0), (0, 63), (1, 64), (60, 200), (64, 127), (63, 128)] {
+            let mut w = vec![0u64; 4];
+            set_bits(&mut w, lo, hi);
+            let got: Vec<usize> = (0..256)
+                .filter(|&i| w[i / 64] & (1 << (i % 64)) != 0)
+                .collect();
+            assert_eq!(got, (lo..=hi).collect::<Vec<_>>(), "{lo}-{hi}");
+        }
     }
 
     #[test]
