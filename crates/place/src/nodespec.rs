@@ -89,7 +89,7 @@ fn prefixes(spec: &str) -> (bool, bool, &str) {
 fn set_bits(words: &mut [u64], lo: usize, hi: usize) {
     let mut i = lo;
     while i <= hi {
-        if i % 64 == 0 && hi - i >= 63 {
+        if i.is_multiple_of(64) && hi - i >= 63 {
             words[i / 64] = u64::MAX;
             i += 64;
         } else {
