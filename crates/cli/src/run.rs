@@ -240,7 +240,7 @@ fn resolve_same(a: &mut RunArgs, opts: &[Opt]) -> Result<()> {
     Ok(())
 }
 
-/// numactl's usage line, after its `usage_msg` errors.
+/// The usage printed after numactl's usage errors (numalab's words: numactl prints its own text).
 const USAGE: &str = "usage: numalab run [POLICY] [--cpunodebind NODES | --physcpubind CPUS] COMMAND [ARGS]...\n       numalab run [--length BYTES] [--offset BYTES] [--shmmode MODE] [--shmid ID] [--huge] --shm FILE | --file FILE\n                   [--strict] [POLICY] [--touch] [--verify] [--dump] [--dump-nodes]\n       (numalab run --help)";
 
 /// The shared-memory options, applied in order as numactl applies them. `Some(status)`:
