@@ -280,20 +280,8 @@ pub fn run(mut a: RunArgs, m: &ArgMatches) -> Result<i32> {
             return Ok(code);
         }
     }
-    let spec_seen = |o: &Opt| {
-        matches!(
-            o,
-            Opt::Interleave(_)
-                | Opt::Membind(_)
-                | Opt::Preferred(_)
-                | Opt::PreferredMany(_)
-                | Opt::WeightedInterleave(_)
-                | Opt::CpuNodeBind(_)
-                | Opt::PhysCpuBind(_)
-        )
-    };
     if let Some(all_at) = opts.iter().position(|o| *o == Opt::All) {
-        if opts[..all_at].iter().any(spec_seen) {
+        if opts[..all_at].iter().any(Opt::is_spec) {
             bail!(
                 "--all/-a option must be before all cpu/node specifications (as numactl requires)"
             );

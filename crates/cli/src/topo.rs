@@ -29,14 +29,7 @@ pub fn collect(root: &SysRoot) -> Result<HostTopo> {
 /// The nodes' `numastat` counters as `numastat` prints them (pages; one column per node, the
 /// kernel's order of rows); empty when no node has them.
 fn numastat(tree: &numalab_linux::node::NodeTree) -> String {
-    const ROWS: [&str; 6] = [
-        "numa_hit",
-        "numa_miss",
-        "numa_foreign",
-        "interleave_hit",
-        "local_node",
-        "other_node",
-    ];
+    let rows = numalab_linux::numastat::NUMASTAT_ROWS.map(|(row, _)| row);
     if tree.nodes.iter().all(|n| n.numastat.is_none()) {
         return String::new();
     }
@@ -49,7 +42,7 @@ fn numastat(tree: &numalab_linux::node::NodeTree) -> String {
     let width = tree
         .nodes
         .iter()
-        .flat_map(|n| ROWS.iter().map(move |r| cell(n, r).len()))
+        .flat_map(|n| rows.iter().map(move |r| cell(n, r).len()))
         .chain(tree.nodes.iter().map(|n| format!("node{}", n.id.0).len()))
         .max()
         .unwrap_or(8)
@@ -59,7 +52,7 @@ fn numastat(tree: &numalab_linux::node::NodeTree) -> String {
         o += &format!("{:>width$}", format!("node{}", n.id.0));
     }
     o += "\n";
-    for row in ROWS {
+    for row in rows {
         o += &format!("{row:<17}");
         for n in &tree.nodes {
             o += &format!("{:>width$}", cell(n, row));

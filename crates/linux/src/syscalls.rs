@@ -442,7 +442,7 @@ pub fn mems_allowed() -> Result<NodeMask, Error> {
 }
 
 /// The base page size (a power of two).
-fn page_size_bytes() -> usize {
+pub fn page_size_bytes() -> usize {
     // SAFETY: sysconf has no preconditions.
     let s = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     if s > 0 {

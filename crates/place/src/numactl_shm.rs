@@ -45,6 +45,20 @@ pub enum Opt {
 }
 
 impl Opt {
+    /// Whether the option is a node or CPU spec (what `--all` must come before).
+    pub fn is_spec(&self) -> bool {
+        matches!(
+            self,
+            Opt::Interleave(_)
+                | Opt::Membind(_)
+                | Opt::Preferred(_)
+                | Opt::PreferredMany(_)
+                | Opt::WeightedInterleave(_)
+                | Opt::CpuNodeBind(_)
+                | Opt::PhysCpuBind(_)
+        )
+    }
+
     /// Whether the option concerns shared memory only (numalab then reads the options in
     /// order as numactl does; without any of them the launch path applies the rest).
     pub fn is_shm(&self) -> bool {
@@ -225,6 +239,7 @@ fn mask_line(name: &str, mask: &NodeMask) -> String {
 }
 
 /// An attached segment or mapped file: numactl's `shmptr`, `shmlen` and page size.
+#[derive(Copy, Clone)]
 struct Region {
     /// Start of the policy region (the attach address plus `--offset` for System V shm; the
     /// mapping of the file at `--offset` for `--file`).
@@ -244,25 +259,15 @@ fn libnuma_preferred_mode() -> KernelMode {
 
 /// The huge page size from /proc/meminfo (numactl's `huge_page_size`), else the base page.
 fn huge_page_size() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|t| {
-            t.lines().find_map(|l| {
-                let kb = l.strip_prefix("Hugepagesize:")?.trim().strip_suffix("kB")?;
-                kb.trim().parse::<u64>().ok().map(|k| k * 1024)
-            })
-        })
-        .unwrap_or_else(base_page)
+    let root = numalab_linux::sysroot::SysRoot::host();
+    match numalab_linux::numastat::huge_page_bytes(&root) {
+        Ok(bytes) if bytes > 0.0 => bytes as u64,
+        _ => base_page(),
+    }
 }
 
 fn base_page() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let s = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if s > 0 {
-        s as u64
-    } else {
-        4096
-    }
+    syscalls::page_size_bytes() as u64
 }
 
 /// The state of numactl's option pass (numactl.c's globals and `main`'s locals).
@@ -410,8 +415,7 @@ impl<'a> Numactl<'a> {
             }
             Opt::CpuNodeBind(s) => {
                 self.dont_shm("-c/--cpubind/--cpunodebind")?;
-                let mask = self.nodes(s)?;
-                self.mask = Some(mask);
+                self.nodes(s)?;
                 self.did_cpubind = true;
                 self.did_node_cpu_parse = true;
             }
@@ -470,12 +474,10 @@ impl<'a> Numactl<'a> {
             Opt::Dump => {
                 let r = self.attached("Cannot do --dump without shared memory.\n")?;
                 self.dump(&r)?;
-                self.region = Some(r);
             }
             Opt::DumpNodes => {
                 let r = self.attached("Cannot do --dump-nodes without shared memory.\n")?;
                 self.dump_nodes(&r)?;
-                self.region = Some(r);
             }
             Opt::Touch => {
                 self.need_shm("--touch")?;
@@ -578,12 +580,9 @@ impl<'a> Numactl<'a> {
         Ok(())
     }
 
-    /// The attached region, taken out for a dump (put back by the caller), or numactl's
-    /// complaint.
+    /// The attached region, or numactl's complaint where none is.
     fn attached(&mut self, complaint: &str) -> Result<Region, Stop> {
-        self.region
-            .take()
-            .ok_or_else(|| self.io.complain(complaint))
+        self.region.ok_or_else(|| self.io.complain(complaint))
     }
 
     fn check_beyond(&mut self, opt: &str) -> Result<(), Stop> {
@@ -904,10 +903,7 @@ impl<'a> Numactl<'a> {
     /// numactl's `verify_shm`: every page of the region has `policy` with `mask`, and lies
     /// on a node the policy allows (for interleave, on the next node of the round).
     fn verify(&mut self, policy: i32, mask: &NodeMask) -> Result<(), Stop> {
-        let (ptr, len, page) = {
-            let r = self.region.as_ref().expect("called with a region attached");
-            (r.ptr, r.len, r.page)
-        };
+        let Region { ptr, len, page } = self.region.expect("called with a region attached");
         let interleave = policy == KernelMode::Interleave as i32;
         let mut ilnode = if interleave {
             match syscalls::node_of_address(ptr) {

@@ -28,8 +28,8 @@ const PROCESS_ROWS: [(&str, &str); 4] = [
 const HUGE_ROW: usize = 0;
 const PRIVATE_ROW: usize = 3;
 
-/// `nodeN/numastat` lines and their labels, in numastat's row order.
-const NUMASTAT_ROWS: [(&str, &str); 6] = [
+/// `nodeN/numastat` lines and their labels (numastat -n's), in numastat's row order.
+pub const NUMASTAT_ROWS: [(&str, &str); 6] = [
     ("numa_hit", "Numa_Hit"),
     ("numa_miss", "Numa_Miss"),
     ("numa_foreign", "Numa_Foreign"),
@@ -213,7 +213,7 @@ enum SystemFile {
 }
 
 /// `Hugepagesize` from /proc/meminfo, bytes (0 when absent, as numastat takes it).
-fn huge_page_bytes(root: &SysRoot) -> Result<f64, Error> {
+pub fn huge_page_bytes(root: &SysRoot) -> Result<f64, Error> {
     let text = root.read_optional("proc/meminfo")?.unwrap_or_default();
     Ok(text
         .lines()
