@@ -1,17 +1,19 @@
-//! `numalab study`: grids of simulated runs from a study file (crates/study, docs/study.md).
+//! `numalab study`: grids of simulated or real runs from a study file (crates/study,
+//! docs/study.md).
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use numalab_study::report::mean_sd;
 use numalab_study::table::Row;
-use numalab_study::{RunOptions, StudyFile};
+use numalab_study::{RunOptions, StudyFile, StudyKind};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 #[derive(Subcommand, Clone)]
 pub enum StudyCmd {
-    /// Run every configuration of a study file's grid that is not done yet (resumable), on
-    /// all host cores, then write DIR/results.parquet, DIR/results.csv and
+    /// Run every configuration of a study file's grid that is not done yet (resumable):
+    /// simulations on all host cores, real runs (kind = "real") one at a time with their
+    /// kernel settings restored after; then write DIR/results.parquet, DIR/results.csv and
     /// DIR/environment.json.
     Run(StudyRunArgs),
     /// Write one self-contained HTML page of a study folder's results: the runs as a sortable
@@ -62,12 +64,7 @@ pub fn run(cmd: StudyCmd) -> Result<()> {
 /// One line per configuration: its runs' mean time (± standard deviation with repeats),
 /// LAR and imbalance.
 fn summary(rows: &[Row]) -> String {
-    let mut configs: Vec<&str> = Vec::new();
-    for r in rows {
-        if !configs.contains(&r.config.as_str()) {
-            configs.push(&r.config);
-        }
-    }
+    let configs = config_order(rows);
     let w = configs.iter().map(|c| c.len()).max().unwrap_or(6).max(13);
     let mut s = String::new();
     let _ = writeln!(
@@ -108,12 +105,70 @@ fn summary(rows: &[Row]) -> String {
     s
 }
 
+/// The configurations in the order their rows come.
+fn config_order(rows: &[Row]) -> Vec<&str> {
+    let mut configs: Vec<&str> = Vec::new();
+    for r in rows {
+        if !configs.contains(&r.config.as_str()) {
+            configs.push(&r.config);
+        }
+    }
+    configs
+}
+
+/// One line per configuration of a real-run study: wall time as hyperfine reports it (mean ±
+/// standard deviation, median, range), mean user and system time, and an outlier warning.
+fn real_summary(rows: &[Row]) -> String {
+    let configs = config_order(rows);
+    let w = configs.iter().map(|c| c.len()).max().unwrap_or(6).max(13);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<w$}  {:>6}  {:>20}  {:>10}  {:>21}  {:>9}  {:>9}",
+        "configuration", "runs", "wall ms", "median", "min … max", "user ms", "sys ms"
+    );
+    let mut warnings = Vec::new();
+    for c in configs {
+        let mine: Vec<&Row> = rows.iter().filter(|r| r.config == c).collect();
+        let ok: Vec<_> = mine.iter().filter_map(|r| r.real.as_ref()).collect();
+        let runs = format!("{}/{}", ok.len(), mine.len());
+        let wall: Vec<f64> = ok.iter().map(|m| m.wall_ms).collect();
+        let Some(st) = numalab_study::real::stats(&wall) else {
+            let _ = writeln!(s, "{c:<w$}  {runs:>6}  {:>20}", "failed");
+            continue;
+        };
+        let mean = |f: fn(&numalab_study::table::RealMetrics) -> f64| {
+            ok.iter().map(|m| f(m)).sum::<f64>() / ok.len() as f64
+        };
+        let _ = writeln!(
+            s,
+            "{c:<w$}  {runs:>6}  {:>20}  {:>10.1}  {:>21}  {:>9.1}  {:>9.1}",
+            format!("{:.1} ± {:.1}", st.mean, st.sd),
+            st.median,
+            format!("{:.1} … {:.1}", st.min, st.max),
+            mean(|m| m.user_ms),
+            mean(|m| m.sys_ms)
+        );
+        if st.outliers > 0 {
+            warnings.push(format!(
+                "warning: {c}: {} of {} runs are statistical outliers (more than ten MAD-estimated standard deviations from the median, as hyperfine flags them): something else ran, or caches and page placement differ between runs; more warm-ups or a quieter machine help",
+                st.outliers, st.n
+            ));
+        }
+    }
+    for wline in warnings {
+        let _ = writeln!(s, "{wline}");
+    }
+    s
+}
+
 fn run_study(a: StudyRunArgs) -> Result<()> {
     let study = StudyFile::load(&a.file)?;
     let mut opts = RunOptions::default();
     if let Some(j) = a.jobs {
         opts.jobs = j;
     }
+    opts.numalab = Some(std::env::current_exe().context("cannot find numalab's own binary")?);
     let bar = crate::output::count_bar("study", "runs", a.quiet);
     let progress = |done: usize, total: usize| {
         bar.set_length(total as u64);
@@ -121,9 +176,13 @@ fn run_study(a: StudyRunArgs) -> Result<()> {
     };
     let outcome = numalab_study::run(&study, &a.out, &opts, &progress)?;
     bar.finish_and_clear();
-    print!("{}", summary(&outcome.rows));
+    let (table, verb) = match study.kind {
+        StudyKind::Sim => (summary(&outcome.rows), "simulated"),
+        StudyKind::Real => (real_summary(&outcome.rows), "run"),
+    };
+    print!("{table}");
     println!(
-        "\n{} runs: {} simulated now, {} already done; results in {} and {}",
+        "\n{} runs: {} {verb} now, {} already done; results in {} and {}",
         outcome.rows.len(),
         outcome.ran,
         outcome.skipped,

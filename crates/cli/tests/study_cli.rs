@@ -112,3 +112,161 @@ fn a_missing_or_malformed_study_file_is_an_error_naming_it() {
     assert!(!dir.join("o").exists(), "nothing written for a bad file");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_real_run_study_times_each_configuration_and_resumes() {
+    // real runs on this host: a command axis only, so no kernel setting changes (the VM test
+    // vm_cli::a_real_run_study_sets_and_restores_the_kernel_settings covers those)
+    let dir = temp("real");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("real.toml");
+    std::fs::write(
+        &file,
+        r#"kind = "real"
+repeats = 3
+warmups = 1
+
+[[axis]]
+key = "command"
+values = ["sleep 0.05", "sh -c 'sleep 0.15'", "sh -c 'echo broken >&2; exit 3'"]
+labels = ["short", "long", "broken"]
+"#,
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let args = [
+        "study",
+        "run",
+        file.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "-q",
+    ];
+    let o = numalab(&args);
+    let stdout = text(&o.stdout);
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("9 runs: 9 run now, 0 already done"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("command=broken (repeat 0): warm-up run: 'sh -c echo broken >&2; exit 3' ended with exit status: 3: broken"),
+        "{stderr}"
+    );
+    // wall times as timed: each run at least its sleep, the long ones about 0.1 s longer
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "config,command,repeat,seed,status,error,wall_ms,user_ms,sys_ms"
+    );
+    let wall = |label: &str| -> Vec<f64> {
+        csv.lines()
+            .filter(|l| l.starts_with(&format!("command={label},")))
+            .filter_map(|l| l.split(',').nth(6)?.parse().ok())
+            .collect()
+    };
+    let (short, long) = (wall("short"), wall("long"));
+    assert_eq!((short.len(), long.len()), (3, 3), "{csv}");
+    assert!(short.iter().all(|&t| t >= 50.0), "{short:?}");
+    assert!(long.iter().all(|&t| t >= 150.0), "{long:?}");
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    assert!(mean(&long) - mean(&short) > 80.0, "{short:?} {long:?}");
+    assert!(wall("broken").is_empty(), "{csv}");
+    // the summary line: mean ± sd, median, range
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("command=long"))
+        .unwrap();
+    assert!(
+        line.contains("3/3") && line.contains(" ± ") && line.contains(" … "),
+        "{line}"
+    );
+    // a rerun runs only the failed configuration again
+    let o = numalab(&args);
+    assert!(
+        text(&o.stdout).contains("9 runs: 3 run now, 6 already done"),
+        "{}",
+        text(&o.stdout)
+    );
+    // the HTML report is for simulated studies: a clear refusal naming the results
+    let o = numalab(&[
+        "study",
+        "report",
+        out.to_str().unwrap(),
+        "-o",
+        dir.join("r.html").to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("a real-run study"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(!dir.join("r.html").exists());
+    // settings of the other kind are refused by name
+    std::fs::write(
+        &file,
+        "kind = \"real\"\n[defaults]\ncommand = \"true\"\nworkload = \"stream\"\n",
+    )
+    .unwrap();
+    let o = numalab(&args);
+    assert!(
+        text(&o.stderr).contains("unknown setting 'workload' (a simulation setting"),
+        "{}",
+        text(&o.stderr)
+    );
+    std::fs::write(&file, "kind = \"real\"\n[defaults]\nthp = \"always\"\n").unwrap();
+    let o = numalab(&args);
+    assert!(
+        text(&o.stderr).contains("needs a command"),
+        "{}",
+        text(&o.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_interrupted_real_study_stops_after_the_run_in_progress() {
+    let dir = temp("interrupt");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("real.toml");
+    std::fs::write(
+        &file,
+        "kind = \"real\"\nrepeats = 5\n[defaults]\ncommand = \"sleep 0.4\"\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let child = Command::new(env!("CARGO_BIN_EXE_numalab"))
+        .args([
+            "study",
+            "run",
+            file.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "-q",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // during the second run (the first ends at about 0.4 s)
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let o = child.wait_with_output().unwrap();
+    let stderr = text(&o.stderr);
+    assert!(!o.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("interrupted: the kernel settings are restored; 1 of 5 runs finished now"),
+        "{stderr}"
+    );
+    // the finished run is recorded, the interrupted one is not
+    let records = std::fs::read_dir(out.join("runs")).unwrap().count();
+    assert_eq!(records, 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -527,3 +527,107 @@ fn migrate_errors_name_the_problem() {
     ]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be combined"));
 }
+
+#[test]
+#[ignore = "needs the multi-node VM: see docs/testing.md"]
+fn a_real_run_study_sets_and_restores_the_kernel_settings() {
+    let balancing = "/proc/sys/kernel/numa_balancing";
+    let thp = "/sys/kernel/mm/transparent_hugepage/enabled";
+    let read = |p: &str| std::fs::read_to_string(p).unwrap();
+    let (bal0, thp0) = (read(balancing), read(thp));
+    let dir = std::env::temp_dir().join("numalab-real-study");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // the command records the settings it ran under, so the test sees what each run saw
+    let probe = dir.join("probe.sh");
+    std::fs::write(
+        &probe,
+        format!(
+            "#!/bin/sh\necho \"$(cat {balancing}) $(cat {thp})\" >> {}\nexec {} memhog 8M\n",
+            dir.join("seen").display(),
+            numalab().display()
+        ),
+    )
+    .unwrap();
+    let file = dir.join("study.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"kind = "real"
+repeats = 3
+warmups = 1
+
+[defaults]
+command = "sh {}"
+run = "--cpunodebind=0 --membind=1"
+
+[[axis]]
+key = "numa_balancing"
+values = ["0", "1"]
+
+[[axis]]
+key = "thp"
+values = ["never", "always"]
+"#,
+            probe.display()
+        ),
+    )
+    .unwrap();
+    let out = run(&[
+        "study",
+        "run",
+        file.to_str().unwrap(),
+        "-o",
+        dir.join("out").to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(out.status.success());
+    assert_eq!(read(balancing), bal0, "numa_balancing restored");
+    assert_eq!(read(thp), thp0, "THP mode restored");
+    // 4 configurations × (1 warm-up + 3 timed runs), each under its own settings
+    let seen = std::fs::read_to_string(dir.join("seen")).unwrap();
+    let lines: Vec<&str> = seen.lines().collect();
+    assert_eq!(lines.len(), 16, "{seen}");
+    for (i, (bal, mode)) in [
+        ("0", "never"),
+        ("0", "always"),
+        ("1", "never"),
+        ("1", "always"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        for l in &lines[i * 4..i * 4 + 4] {
+            assert!(
+                l.starts_with(bal) && l.contains(&format!("[{mode}]")),
+                "{seen}"
+            );
+        }
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("numa_balancing=1 thp=always") && stdout.contains("3/3"),
+        "{stdout}"
+    );
+    // a configuration that cannot be applied fails alone and changes nothing
+    std::fs::write(
+        &file,
+        "kind = \"real\"\n[defaults]\ncommand = \"true\"\nrun = \"--membind=9\"\nnuma_balancing = \"1\"\n",
+    )
+    .unwrap();
+    let out = run(&[
+        "study",
+        "run",
+        file.to_str().unwrap(),
+        "-o",
+        dir.join("out2").to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        read(balancing),
+        bal0,
+        "numa_balancing restored after a failed run"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

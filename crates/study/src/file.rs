@@ -16,6 +16,29 @@ pub const SETTINGS: &[&str] = &[
     "policy",
 ];
 
+/// The settings of a real-run study (`kind = "real"`): the command, `numalab run`'s placement
+/// options for it, and the two kernel settings a configuration may change.
+pub const REAL_SETTINGS: &[&str] = &["command", "run", "numa_balancing", "thp"];
+
+/// What a study runs: simulations (the default) or a real program on this host.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StudyKind {
+    #[default]
+    Sim,
+    Real,
+}
+
+impl StudyKind {
+    /// The settings a configuration of this kind may set.
+    pub fn settings(self) -> &'static [&'static str] {
+        match self {
+            StudyKind::Sim => SETTINGS,
+            StudyKind::Real => REAL_SETTINGS,
+        }
+    }
+}
+
 /// Most configurations × repeats a study may hold: far beyond any grid a person reads, small
 /// enough that a typo (an axis of a million values) is caught before it runs for days.
 pub const MAX_RUNS: usize = 100_000;
@@ -27,6 +50,12 @@ pub struct StudyFile {
     /// The study's name (default: the file's stem).
     #[serde(default)]
     pub name: Option<String>,
+    /// Simulated (`"sim"`, the default) or real runs (`"real"`: docs/study.md, "Real runs").
+    #[serde(default)]
+    pub kind: StudyKind,
+    /// Real runs: untimed runs of each configuration before its timed ones (default 0).
+    #[serde(default)]
+    pub warmups: usize,
     /// Runs per configuration, with seeds 1..N (default 1, seed 1).
     #[serde(default = "one")]
     pub repeats: usize,
@@ -89,14 +118,40 @@ pub fn setting_value(v: &toml::Value, what: &str) -> Result<String> {
     }
 }
 
-fn check_key(key: &str, what: &str) -> Result<()> {
-    if SETTINGS.contains(&key) {
-        Ok(())
-    } else {
-        Err(anyhow!(
-            "{what}: unknown setting '{key}': settings are {}",
-            SETTINGS.join(", ")
-        ))
+fn check_key(kind: StudyKind, key: &str, what: &str) -> Result<()> {
+    if kind.settings().contains(&key) {
+        return Ok(());
+    }
+    let hint = match kind {
+        StudyKind::Sim if REAL_SETTINGS.contains(&key) => {
+            " (a real-run setting: write kind = \"real\" at the top of the file)"
+        }
+        StudyKind::Real if SETTINGS.contains(&key) => {
+            " (a simulation setting: this study has kind = \"real\")"
+        }
+        _ => "",
+    };
+    Err(anyhow!(
+        "{what}: unknown setting '{key}'{hint}: settings are {}",
+        kind.settings().join(", ")
+    ))
+}
+
+/// A real-run setting's value, checked: `numa_balancing` 0/1 (or off/on), `thp` one of the
+/// kernel's modes, `command` and `run` split as a shell would (quotes kept together).
+fn check_real_value(key: &str, v: &str, what: &str) -> Result<()> {
+    match key {
+        "numa_balancing" if crate::real::parse_balancing(v).is_none() => {
+            bail!("{what}: numa_balancing = '{v}': expected 0 or 1 (off or on)")
+        }
+        "thp" if !crate::real::THP_MODES.contains(&v) => bail!(
+            "{what}: thp = '{v}': expected one of {}",
+            crate::real::THP_MODES.join(", ")
+        ),
+        "command" | "run" if shlex::split(v).is_none() => {
+            bail!("{what}: {key} = '{v}' has an unclosed quote")
+        }
+        _ => Ok(()),
     }
 }
 
@@ -137,14 +192,20 @@ impl StudyFile {
                 self.start_skew_us
             );
         }
+        if self.kind == StudyKind::Sim && self.warmups > 0 {
+            bail!("warmups = {}: warm-up runs are for real runs (kind = \"real\"); a simulation is the same every time", self.warmups);
+        }
         for (k, v) in &self.defaults {
-            check_key(k, "[defaults]")?;
-            setting_value(v, &format!("[defaults] {k}"))?;
+            check_key(self.kind, k, "[defaults]")?;
+            let s = setting_value(v, &format!("[defaults] {k}"))?;
+            if self.kind == StudyKind::Real {
+                check_real_value(k, &s, "[defaults]")?;
+            }
         }
         let mut seen: Vec<&str> = Vec::new();
         for (i, a) in self.axes.iter().enumerate() {
             let what = format!("axis {} ('{}')", i + 1, a.key);
-            check_key(&a.key, &what)?;
+            check_key(self.kind, &a.key, &what)?;
             if seen.contains(&a.key.as_str()) {
                 bail!(
                     "{what}: the setting '{}' has two axes; give one axis all its values",
@@ -158,6 +219,9 @@ impl StudyFile {
             let mut vals: Vec<String> = Vec::new();
             for (j, v) in a.values.iter().enumerate() {
                 let s = setting_value(v, &format!("{what}, value {}", j + 1))?;
+                if self.kind == StudyKind::Real {
+                    check_real_value(&a.key, &s, &what)?;
+                }
                 if vals.contains(&s) {
                     bail!("{what}: value '{s}' is given twice");
                 }
@@ -177,6 +241,12 @@ impl StudyFile {
                 }
                 labels.push(l);
             }
+        }
+        if self.kind == StudyKind::Real
+            && !self.defaults.contains_key("command")
+            && !self.axes.iter().any(|a| a.key == "command")
+        {
+            bail!("a real-run study needs a command: set command = \"...\" in [defaults] or give it an axis");
         }
         let runs = self
             .axes

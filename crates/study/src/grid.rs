@@ -1,6 +1,6 @@
 //! The grid: the axes' Cartesian product, each configuration with its full settings.
 
-use crate::file::{setting_value, StudyFile, SETTINGS};
+use crate::file::{setting_value, StudyFile, StudyKind};
 use anyhow::{anyhow, Result};
 use numalab_runspec::{sim_defaults, Defaults, RunSpec};
 
@@ -25,12 +25,13 @@ pub struct Config {
     pub label: String,
     /// Per axis, in file order: (setting, value, label).
     pub axes: Vec<(String, String, String)>,
-    /// Every setting (defaults, then the axes), in [`SETTINGS`] order; `threads` only when set.
+    /// Every setting (defaults, then the axes), in the order of the study kind's settings
+    /// ([`crate::file::SETTINGS`], [`crate::file::REAL_SETTINGS`]); `threads` only when set.
     pub settings: Vec<(String, String)>,
 }
 
 impl Config {
-    fn setting(&self, key: &str) -> Option<&str> {
+    pub fn setting(&self, key: &str) -> Option<&str> {
         self.settings
             .iter()
             .find(|(k, _)| k == key)
@@ -80,6 +81,14 @@ impl Config {
         } else {
             0.0
         };
+        if study.kind == StudyKind::Real {
+            // a real run's identity: what ran and how (its seed is the repeat's number)
+            return format!(
+                "kind=real {} warmups={} repeat={seed}",
+                settings.join(" "),
+                study.warmups
+            );
+        }
         format!(
             "{} epoch_us={} sample_period={} seed={seed} start_skew_us={skew}",
             settings.join(" "),
@@ -118,13 +127,16 @@ pub struct Grid {
 impl Grid {
     pub fn new(study: &StudyFile) -> Result<Grid> {
         let mut base: Vec<(String, String)> = Vec::new();
-        for key in SETTINGS {
+        let keys = study.kind.settings();
+        for key in keys {
             let from_file = study
                 .defaults
                 .get(*key)
                 .map(|v| setting_value(v, &format!("[defaults] {key}")))
                 .transpose()?;
+            let sim = study.kind == StudyKind::Sim;
             let v = from_file.or_else(|| {
+                sim.then_some(())?;
                 SIM_DEFAULTS
                     .iter()
                     .find(|(k, _)| k == key)
@@ -167,7 +179,7 @@ impl Grid {
                     None => settings.push((k.clone(), v.clone())),
                 }
             }
-            settings.sort_by_key(|(k, _)| SETTINGS.iter().position(|s| s == k));
+            settings.sort_by_key(|(k, _)| keys.iter().position(|s| s == k));
             let label = if chosen.is_empty() {
                 "default".to_string()
             } else {

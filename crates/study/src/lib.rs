@@ -1,4 +1,4 @@
-//! Studies: grids of simulated runs described by a TOML file (docs/study.md).
+//! Studies: grids of simulated or real runs described by a TOML file (docs/study.md).
 //!
 //! A study file names the settings every configuration starts from (`[defaults]`, `numalab
 //! sim`'s options) and its axes (`[[axis]]`: a setting and its values, with optional labels);
@@ -11,15 +11,16 @@
 //! Code map: [`file`] (the TOML format and its checks), [`grid`] (configurations and their
 //! keys), [`run`] (running and resuming), [`table`] (one row per run: every axis and metric;
 //! Parquet and CSV), [`environment`] (what the results were produced on), [`report`] (the
-//! HTML report).
+//! HTML report), [`real`] (real runs: kernel settings set and restored, timing, statistics).
 
 pub mod environment;
 pub mod file;
 pub mod grid;
+pub mod real;
 pub mod report;
 pub mod run;
 pub mod table;
 
-pub use file::StudyFile;
+pub use file::{StudyFile, StudyKind};
 pub use grid::{Config, Grid};
 pub use run::{run, Outcome, RunOptions};

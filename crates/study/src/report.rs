@@ -311,6 +311,14 @@ pub fn write_report(dir: &Path, out: &Path, baseline: Option<&str>) -> Result<us
         );
     }
     let study = StudyFile::load(&study_path)?;
+    if study.kind == crate::StudyKind::Real {
+        bail!(
+            "{}: a real-run study; the HTML report draws simulated runs' metrics. Its results are in {} and {} (wall, user and system time per run), and `numalab study run` prints their statistics",
+            dir.display(),
+            dir.join("results.parquet").display(),
+            dir.join("results.csv").display()
+        );
+    }
     let grid = Grid::new(&study)?;
     let records = load_records(&study, &grid, dir)?;
     let done = records.iter().filter(|r| r.is_some()).count();

@@ -11,9 +11,10 @@
 //!   study file the results came from.
 
 use crate::environment::Environment;
+use crate::file::StudyKind;
 use crate::grid::{Config, Grid};
 use crate::table::{self, Row, RunMetrics};
-use crate::StudyFile;
+use crate::{real, StudyFile};
 use anyhow::{anyhow, bail, Context, Result};
 use numalab_core::atomic_file::write_atomic;
 use numalab_sim::SimResult;
@@ -24,14 +25,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 #[derive(Clone, Debug)]
 pub struct RunOptions {
-    /// Simulations at once (default: the host's cores).
+    /// Simulations at once (default: the host's cores). Real runs go one at a time.
     pub jobs: usize,
+    /// The `numalab` binary that real runs start as `numalab run ... -- COMMAND`.
+    pub numalab: Option<PathBuf>,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
             jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            numalab: None,
         }
     }
 }
@@ -156,6 +160,128 @@ fn simulate(study: &StudyFile, job: &Job) -> Result<SimResult> {
     r.map_err(|e| anyhow!("{e}"))
 }
 
+/// Write a run's record whole and return its row.
+fn record(job: &Job, rec: Record) -> Result<Row> {
+    let text = serde_json::to_vec(&rec)?;
+    write_atomic(&job.path, &text)?;
+    Ok(rec.row)
+}
+
+fn row_of(job: &Job, error: Option<String>) -> Row {
+    Row {
+        config: job.config.label.clone(),
+        axes: job.config.axes.iter().map(|(_, v, _)| v.clone()).collect(),
+        repeat: job.repeat,
+        seed: job.seed,
+        status: if error.is_none() { "ok" } else { "failed" }.into(),
+        error,
+        metrics: None,
+        real: None,
+    }
+}
+
+/// Real runs, one at a time (they would disturb each other): per configuration with runs to
+/// do, its kernel settings, its warm-ups, then its timed repeats; the settings are restored
+/// before the next configuration, and on an error or an interrupt. An interrupt stops the
+/// study after the run in progress (which is recorded only if it finished).
+fn run_real(
+    study: &StudyFile,
+    jobs: &[Job],
+    todo: &[usize],
+    numalab: &Path,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Vec<(usize, Result<Row>)>> {
+    real::interrupted();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < todo.len() {
+        let config = jobs[todo[i]].config;
+        let mine: Vec<usize> = todo[i..]
+            .iter()
+            .copied()
+            .take_while(|&j| std::ptr::eq(jobs[j].config, config))
+            .collect();
+        i += mine.len();
+        let failed_all = |e: &anyhow::Error| -> Result<Vec<(usize, Result<Row>)>> {
+            mine.iter()
+                .map(|&j| {
+                    Ok((
+                        j,
+                        record(
+                            &jobs[j],
+                            Record {
+                                key: jobs[j].key.clone(),
+                                row: row_of(&jobs[j], Some(format!("{e:#}"))),
+                                result: None,
+                            },
+                        ),
+                    ))
+                })
+                .collect()
+        };
+        let spec = match real::RealSpec::of(config) {
+            Ok(s) => s,
+            Err(e) => {
+                out.extend(failed_all(&e)?);
+                continue;
+            }
+        };
+        let settings = match real::KernelSettings::apply(&spec) {
+            Ok(s) => s,
+            Err(e) => {
+                out.extend(failed_all(&e)?);
+                continue;
+            }
+        };
+        let mut warm_error = None;
+        for _ in 0..study.warmups {
+            if let Err(e) = real::run_once(numalab, &spec) {
+                warm_error = Some(e.context("warm-up run"));
+                break;
+            }
+        }
+        for &j in &mine {
+            if real::was_interrupted() {
+                break;
+            }
+            let job = &jobs[j];
+            let (error, m) = match &warm_error {
+                Some(e) => (Some(format!("{e:#}")), None),
+                None => match real::run_once(numalab, &spec) {
+                    Ok(m) => (None, Some(m)),
+                    Err(e) => (Some(format!("{e:#}")), None),
+                },
+            };
+            if real::was_interrupted() {
+                break;
+            }
+            let mut row = row_of(job, error);
+            row.real = m;
+            out.push((
+                j,
+                record(
+                    job,
+                    Record {
+                        key: job.key.clone(),
+                        row,
+                        result: None,
+                    },
+                ),
+            ));
+            progress(out.len(), todo.len());
+        }
+        settings.restore()?;
+        if real::was_interrupted() {
+            bail!(
+                "interrupted: the kernel settings are restored; {} of {} runs finished now, a rerun does the rest",
+                out.len(),
+                todo.len()
+            );
+        }
+    }
+    Ok(out)
+}
+
 fn run_one(study: &StudyFile, job: &Job) -> Result<Row> {
     let (status, error, result) = match simulate(study, job) {
         Ok(r) => ("ok", None, Some(r)),
@@ -171,12 +297,11 @@ fn run_one(study: &StudyFile, job: &Job) -> Result<Row> {
             status: status.into(),
             error,
             metrics: result.as_ref().map(RunMetrics::of),
+            real: None,
         },
         result,
     };
-    let text = serde_json::to_vec(&rec)?;
-    write_atomic(&job.path, &text)?;
-    Ok(rec.row)
+    record(job, rec)
 }
 
 /// Run `study` into `out` (created if missing). `progress(done, total)` is called as runs
@@ -209,18 +334,28 @@ pub fn run(
     let skipped = jobs.len() - todo.len();
     let done = AtomicUsize::new(0);
     progress(0, todo.len());
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(opts.jobs)
-        .build()?;
-    let fresh: Vec<(usize, Result<Row>)> = pool.install(|| {
-        todo.par_iter()
-            .map(|&i| {
-                let r = run_one(study, &jobs[i]);
-                progress(done.fetch_add(1, Ordering::Relaxed) + 1, todo.len());
-                (i, r)
+    let fresh: Vec<(usize, Result<Row>)> = match study.kind {
+        StudyKind::Real => {
+            let numalab = opts.numalab.as_deref().ok_or_else(|| {
+                anyhow!("real runs need the numalab binary to start them (RunOptions::numalab)")
+            })?;
+            run_real(study, &jobs, &todo, numalab, progress)?
+        }
+        StudyKind::Sim => {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(opts.jobs)
+                .build()?;
+            pool.install(|| {
+                todo.par_iter()
+                    .map(|&i| {
+                        let r = run_one(study, &jobs[i]);
+                        progress(done.fetch_add(1, Ordering::Relaxed) + 1, todo.len());
+                        (i, r)
+                    })
+                    .collect()
             })
-            .collect()
-    });
+        }
+    };
     for (i, r) in fresh {
         rows[i] = Some(r?);
     }
@@ -231,8 +366,8 @@ pub fn run(
 
     let results_parquet = out.join("results.parquet");
     let results_csv = out.join("results.csv");
-    table::write_parquet(&results_parquet, &grid.axis_keys, &rows)?;
-    table::write_csv(&results_csv, &grid.axis_keys, &rows)?;
+    table::write_parquet(&results_parquet, &grid.axis_keys, study.kind, &rows)?;
+    table::write_csv(&results_csv, &grid.axis_keys, study.kind, &rows)?;
     write_atomic(
         &out.join("environment.json"),
         &serde_json::to_vec_pretty(&env)?,

@@ -1,6 +1,7 @@
 //! The results table: one row per run, every axis and every metric a column; written as CSV
 //! and Parquet (for pandas and polars), each file whole or not at all.
 
+use crate::file::StudyKind;
 use anyhow::{Context, Result};
 use arrow_array::{ArrayRef, Float64Array, RecordBatch, StringArray, UInt64Array};
 use numalab_core::atomic_file::with_temp;
@@ -143,6 +144,18 @@ impl RunMetrics {
     }
 }
 
+/// The measurements of one real run (`kind = "real"`): wall-clock time, as hyperfine times a
+/// command, and the CPU time of the command's processes (`getrusage(RUSAGE_CHILDREN)`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RealMetrics {
+    pub wall_ms: f64,
+    pub user_ms: f64,
+    pub sys_ms: f64,
+}
+
+/// Column names of [`RealMetrics`], in order.
+pub const REAL_COLUMNS: [&str; 3] = ["wall_ms", "user_ms", "sys_ms"];
+
 /// One row: a run of a configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Row {
@@ -155,29 +168,44 @@ pub struct Row {
     pub status: String,
     pub error: Option<String>,
     pub metrics: Option<RunMetrics>,
+    /// A real run's measurements (real-run studies only).
+    #[serde(default)]
+    pub real: Option<RealMetrics>,
 }
 
-/// The column names: config, the axes, repeat, seed, status, error, the metrics.
-pub fn columns(axis_keys: &[String]) -> Vec<String> {
+/// The column names: config, the axes, repeat, seed, status, error, the metrics (a
+/// simulation's [`METRIC_COLUMNS`] or a real run's [`REAL_COLUMNS`]).
+pub fn columns(axis_keys: &[String], kind: StudyKind) -> Vec<String> {
     let mut c = vec!["config".to_string()];
     c.extend(axis_keys.iter().cloned());
     c.extend(["repeat", "seed", "status", "error"].map(String::from));
-    c.extend(METRIC_COLUMNS.iter().map(|s| s.to_string()));
+    match kind {
+        StudyKind::Sim => c.extend(METRIC_COLUMNS.iter().map(|s| s.to_string())),
+        StudyKind::Real => c.extend(REAL_COLUMNS.iter().map(|s| s.to_string())),
+    }
     c
 }
 
-fn metric_values(r: &Row) -> [Option<f64>; METRICS] {
-    r.metrics
-        .as_ref()
-        .map_or([None; METRICS], RunMetrics::values)
+fn metric_values(r: &Row, kind: StudyKind) -> Vec<Option<f64>> {
+    match kind {
+        StudyKind::Sim => r
+            .metrics
+            .as_ref()
+            .map_or([None; METRICS], RunMetrics::values)
+            .to_vec(),
+        StudyKind::Real => match &r.real {
+            Some(m) => vec![Some(m.wall_ms), Some(m.user_ms), Some(m.sys_ms)],
+            None => vec![None; REAL_COLUMNS.len()],
+        },
+    }
 }
 
 /// Write the rows as CSV (empty cells for missing values).
-pub fn write_csv(path: &Path, axis_keys: &[String], rows: &[Row]) -> Result<()> {
+pub fn write_csv(path: &Path, axis_keys: &[String], kind: StudyKind, rows: &[Row]) -> Result<()> {
     with_temp(path, |tmp| {
         let mut w =
             csv::Writer::from_path(tmp).with_context(|| format!("writing {}", path.display()))?;
-        w.write_record(columns(axis_keys))?;
+        w.write_record(columns(axis_keys, kind))?;
         for r in rows {
             let mut rec = vec![r.config.clone()];
             rec.extend(r.axes.iter().cloned());
@@ -188,7 +216,7 @@ pub fn write_csv(path: &Path, axis_keys: &[String], rows: &[Row]) -> Result<()> 
                 r.error.clone().unwrap_or_default(),
             ]);
             rec.extend(
-                metric_values(r)
+                metric_values(r, kind)
                     .iter()
                     .map(|v| v.map_or(String::new(), |v| v.to_string())),
             );
@@ -201,7 +229,7 @@ pub fn write_csv(path: &Path, axis_keys: &[String], rows: &[Row]) -> Result<()> 
 
 /// The rows as one Arrow record batch (strings, unsigned integers, nullable doubles), its
 /// columns named by [`columns`] as the CSV's are.
-pub fn record_batch(axis_keys: &[String], rows: &[Row]) -> Result<RecordBatch> {
+pub fn record_batch(axis_keys: &[String], kind: StudyKind, rows: &[Row]) -> Result<RecordBatch> {
     let text = |vals: Vec<Option<String>>| Arc::new(StringArray::from(vals)) as ArrayRef;
     let uint = |f: fn(&Row) -> u64| {
         Arc::new(UInt64Array::from_iter_values(rows.iter().map(f))) as ArrayRef
@@ -224,12 +252,13 @@ pub fn record_batch(axis_keys: &[String], rows: &[Row]) -> Result<RecordBatch> {
         false,
     ));
     arrays.push((text(rows.iter().map(|r| r.error.clone()).collect()), true));
-    let values: Vec<[Option<f64>; METRICS]> = rows.iter().map(metric_values).collect();
-    for j in 0..METRICS {
+    let values: Vec<Vec<Option<f64>>> = rows.iter().map(|r| metric_values(r, kind)).collect();
+    let metrics = columns(axis_keys, kind).len() - 5 - axis_keys.len();
+    for j in 0..metrics {
         let col = Float64Array::from(values.iter().map(|v| v[j]).collect::<Vec<_>>());
         arrays.push((Arc::new(col) as ArrayRef, true));
     }
-    let named = columns(axis_keys)
+    let named = columns(axis_keys, kind)
         .into_iter()
         .zip(arrays)
         .map(|(name, (array, nullable))| (name, array, nullable));
@@ -237,8 +266,13 @@ pub fn record_batch(axis_keys: &[String], rows: &[Row]) -> Result<RecordBatch> {
 }
 
 /// Write the rows as one Parquet file.
-pub fn write_parquet(path: &Path, axis_keys: &[String], rows: &[Row]) -> Result<()> {
-    let batch = record_batch(axis_keys, rows)?;
+pub fn write_parquet(
+    path: &Path,
+    axis_keys: &[String],
+    kind: StudyKind,
+    rows: &[Row],
+) -> Result<()> {
+    let batch = record_batch(axis_keys, kind, rows)?;
     with_temp(path, |tmp| {
         let f =
             std::fs::File::create(tmp).with_context(|| format!("writing {}", path.display()))?;

@@ -88,6 +88,15 @@ fn bad_study_files_are_refused_naming_the_problem() {
             "[[axis]]\nkey = \"thp\"\nvalues = [\"never\"]\n[[axis]]\nkey = \"thp\"\nvalues = [\"always\"]",
             "two axes",
         ),
+        // real-run studies (kind = "real")
+        ("warmups = 2", "warm-up runs are for real runs"),
+        ("kind = \"live\"", "unknown variant `live`"),
+        ("kind = \"real\"\n[defaults]\nthp = \"never\"", "needs a command"),
+        ("kind = \"real\"\n[defaults]\ncommand = \"true\"\nnuma_balancing = \"yes\"", "expected 0 or 1"),
+        ("kind = \"real\"\n[defaults]\ncommand = \"true\"\nthp = \"sometimes\"", "expected one of never, madvise, always"),
+        ("kind = \"real\"\n[defaults]\ncommand = \"sh -c 'true\"", "unclosed quote"),
+        ("kind = \"real\"\n[defaults]\ncommand = \"true\"\npin = \"none\"", "a simulation setting"),
+        ("[defaults]\ncommand = \"true\"", "a real-run setting: write kind = \"real\""),
     ];
     for (text, want) in cases {
         let err = format!("{:#}", StudyFile::parse(text).expect_err(text));
@@ -112,7 +121,10 @@ fn bad_study_files_are_refused_naming_the_problem() {
 fn a_study_runs_records_failures_resumes_and_writes_parquet_and_csv() {
     let out = temp_dir("run");
     let s = StudyFile::parse(SMALL).unwrap();
-    let opts = RunOptions { jobs: 2 };
+    let opts = RunOptions {
+        jobs: 2,
+        numalab: None,
+    };
     let o = run(&s, &out, &opts, &quiet).unwrap();
     assert_eq!((o.ran, o.skipped), (4, 0));
     assert_eq!(o.rows.len(), 4);
@@ -192,7 +204,16 @@ pin = "sequential"
 "#;
     let out = temp_dir("repeats");
     let s = StudyFile::parse(text).unwrap();
-    let o = run(&s, &out, &RunOptions { jobs: 2 }, &quiet).unwrap();
+    let o = run(
+        &s,
+        &out,
+        &RunOptions {
+            jobs: 2,
+            numalab: None,
+        },
+        &quiet,
+    )
+    .unwrap();
     assert_eq!(o.rows.len(), 3);
     let seeds: Vec<u64> = o.rows.iter().map(|r| r.seed).collect();
     assert_eq!(seeds, [1, 2, 3]);
