@@ -154,7 +154,8 @@ labels = ["short", "long", "broken"]
         stderr.contains("command=broken (repeat 0): warm-up run: 'sh -c echo broken >&2; exit 3' ended with exit status: 3: broken"),
         "{stderr}"
     );
-    // wall times as timed: each run at least its sleep, the long ones about 0.1 s longer
+    // wall times as timed: each run at least its sleep (a bound that holds however loaded the
+    // machine is; durations themselves are not asserted)
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
     let mut lines = csv.lines();
     assert_eq!(
@@ -171,8 +172,6 @@ labels = ["short", "long", "broken"]
     assert_eq!((short.len(), long.len()), (3, 3), "{csv}");
     assert!(short.iter().all(|&t| t >= 50.0), "{short:?}");
     assert!(long.iter().all(|&t| t >= 150.0), "{long:?}");
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    assert!(mean(&long) - mean(&short) > 80.0, "{short:?} {long:?}");
     assert!(wall("broken").is_empty(), "{csv}");
     // the summary line: mean ± sd, median, range
     let line = stdout
