@@ -4,6 +4,7 @@
 //! Threads run one after the other up to the end of an epoch; the traffic of the epoch then
 //! sets the controller and link latencies of the next one (docs/model.md).
 
+use crate::barrier::BarrierDepartures;
 use crate::config::{Progress, SimConfig};
 use crate::hw::cache::{CacheOutcome, SetAssocCache};
 use crate::hw::compact_cache::CompactCache;
@@ -335,6 +336,8 @@ pub struct Simulator {
     /// Live threads on each core slot at the start of the epoch: SMT siblings share the
     /// core's concurrency and reorder buffer.
     core_threads: Vec<u32>,
+    /// When each waiter leaves a released barrier (barrier.rs).
+    barrier: BarrierDepartures,
     cfg: SimConfig,
     workload_name: String,
     phases: Vec<PhaseStats>,
@@ -551,6 +554,16 @@ impl Simulator {
             }
             MmapLock::for_machine(&nodes_of, machine, &routes)
         };
+        let barrier = BarrierDepartures::new(
+            machine.topology.num_nodes(),
+            threads
+                .iter()
+                .map(|t| t.task.index() + 1)
+                .max()
+                .unwrap_or(0),
+            cfg.seed,
+            |from, to| crate::hw::line_transfer_ns(machine, &routes, from, to),
+        );
         let va_end = os.va_end();
         let sh = Shared {
             nodes: machine.topology.num_nodes(),
@@ -578,6 +591,7 @@ impl Simulator {
             sh,
             cores,
             core_threads: Vec::new(),
+            barrier,
             workload_name: workload.name(),
             host_isa,
             cfg,
@@ -825,14 +839,28 @@ impl Simulator {
                 latest = latest.max(t.clock);
             }
             if any && all_wait {
+                // the last to arrive (the earliest of equals) releases the others, who leave
+                // one flag-line transfer apart (barrier.rs)
                 let release_at = latest + self.cfg.barrier_ns;
-                for t in self
-                    .threads
-                    .iter_mut()
-                    .filter(|t| t.task.index() == task && !t.finished)
-                {
-                    t.s.barrier_wait_ns += release_at - t.clock;
-                    t.clock = release_at;
+                let mine: Vec<usize> = (0..self.threads.len())
+                    .filter(|&i| self.threads[i].task.index() == task && !self.threads[i].finished)
+                    .collect();
+                let releaser = *mine
+                    .iter()
+                    .find(|&&i| self.threads[i].clock == latest)
+                    .expect("the latest arriver is a live thread");
+                let waiters: Vec<usize> = mine.iter().copied().filter(|&i| i != releaser).collect();
+                let nodes: Vec<usize> = waiters.iter().map(|&i| self.threads[i].node).collect();
+                let delays = self
+                    .barrier
+                    .delays(task, self.threads[releaser].node, &nodes);
+                let departures =
+                    std::iter::once((releaser, 0.0)).chain(waiters.into_iter().zip(delays));
+                for (i, delay) in departures {
+                    let t = &mut self.threads[i];
+                    let leave = release_at + delay;
+                    t.s.barrier_wait_ns += leave - t.clock;
+                    t.clock = leave;
                     t.waiting = false;
                 }
                 released = true;

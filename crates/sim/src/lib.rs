@@ -5,6 +5,7 @@
 //! - [`os`]: page table, first-touch placement under memory policies, THP, migration;
 //! - [`engine`]: per-thread clocks advanced in epochs, barriers, the sampler, results.
 
+pub mod barrier;
 pub mod config;
 pub mod engine;
 pub mod hw;

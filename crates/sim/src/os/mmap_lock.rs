@@ -73,21 +73,14 @@ impl MmapLock {
         }
     }
 
-    /// The lock lines of a run on `m`: a line moves between cores of one node at the LLC's
-    /// latency, across nodes at about a remote memory access (the idle latency of the
-    /// route, E).
+    /// The lock lines of a run on `m`, moved as [`crate::hw::line_transfer_ns`] moves lines.
     pub fn for_machine(
         thread_nodes: &[Vec<usize>],
         m: &numalab_machine::Machine,
         routes: &numalab_machine::Routes,
     ) -> MmapLock {
-        use numalab_core::NodeId;
         MmapLock::new(thread_nodes, m.topology.num_nodes(), |from, to| {
-            if from == to {
-                m.core.llc_hit_ns
-            } else {
-                m.idle_latency_ns(routes, NodeId(to as u16), NodeId(from as u16))
-            }
+            crate::hw::line_transfer_ns(m, routes, from, to)
         })
     }
 
