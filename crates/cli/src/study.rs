@@ -20,6 +20,41 @@ pub enum StudyCmd {
     /// table, bar charts against a baseline with error bars, traffic and imbalance timelines,
     /// each metric's correlation with run time, the environment.
     Report(StudyReportArgs),
+    /// Run one shard of a study folder's runs: the runs whose place in the grid is INDEX
+    /// modulo OF (what each task of `study run --backend slurm`'s job array runs).
+    Shard(StudyShardArgs),
+    /// Write a study folder's tables (results.parquet, results.csv) from its runs' records,
+    /// after a Slurm job array ended; runs without a record are listed as not run.
+    Collect(StudyCollectArgs),
+}
+
+#[derive(Args, Clone)]
+pub struct StudyShardArgs {
+    /// The study folder (its study.toml says what to run).
+    pub dir: PathBuf,
+    /// This shard's number, 0 to OF-1 (a Slurm array task's $SLURM_ARRAY_TASK_ID).
+    #[arg(long)]
+    pub index: usize,
+    /// The number of shards.
+    #[arg(long)]
+    pub of: usize,
+    /// Simulations at once (default: the CPUs this process may use).
+    #[arg(short = 'j', long)]
+    pub jobs: Option<usize>,
+}
+
+#[derive(Args, Clone)]
+pub struct StudyCollectArgs {
+    /// The study folder.
+    pub dir: PathBuf,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// On this machine.
+    Local,
+    /// As a Slurm job array (sbatch), one task per shard of the runs to do.
+    Slurm,
 }
 
 #[derive(Args, Clone)]
@@ -47,11 +82,32 @@ pub struct StudyRunArgs {
     /// No progress bar.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Where the runs go: this machine, or a Slurm cluster whose nodes share DIR.
+    #[arg(long, value_enum, default_value = "local")]
+    pub backend: Backend,
+    /// Slurm: array tasks, each running an equal share of the runs to do (default: one per
+    /// run, at most 64).
+    #[arg(long)]
+    pub shards: Option<usize>,
+    /// Slurm: an extra sbatch option, as given (repeatable): --sbatch-arg=--partition=big.
+    #[arg(long = "sbatch-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub sbatch_args: Vec<String>,
+    /// Slurm: submit and return (then `numalab study collect DIR` when the array has ended)
+    /// instead of waiting for it and collecting.
+    #[arg(long)]
+    pub no_wait: bool,
 }
 
 pub fn run(cmd: StudyCmd) -> Result<()> {
     match cmd {
         StudyCmd::Run(a) => run_study(a),
+        StudyCmd::Shard(a) => run_shard(a),
+        StudyCmd::Collect(a) => {
+            let study = StudyFile::load(&a.dir.join("study.toml"))
+                .with_context(|| format!("{} is not a study folder", a.dir.display()))?;
+            let outcome = numalab_study::collect(&study, &a.dir)?;
+            report_outcome(&study, &outcome, &a.dir, "collected")
+        }
         StudyCmd::Report(a) => {
             crate::output::check_writable(Some(&a.out))?;
             let runs = numalab_study::report::write_report(&a.dir, &a.out, a.baseline.as_deref())?;
@@ -164,6 +220,12 @@ fn real_summary(rows: &[Row]) -> String {
 
 fn run_study(a: StudyRunArgs) -> Result<()> {
     let study = StudyFile::load(&a.file)?;
+    if a.backend == Backend::Slurm {
+        return run_on_slurm(&study, &a);
+    }
+    if a.shards.is_some() || !a.sbatch_args.is_empty() || a.no_wait {
+        bail!("--shards, --sbatch-arg and --no-wait are for --backend slurm");
+    }
     let mut opts = RunOptions::default();
     if let Some(j) = a.jobs {
         opts.jobs = j;
@@ -176,19 +238,43 @@ fn run_study(a: StudyRunArgs) -> Result<()> {
     };
     let outcome = numalab_study::run(&study, &a.out, &opts, &progress)?;
     bar.finish_and_clear();
-    let (table, verb) = match study.kind {
-        StudyKind::Sim => (summary(&outcome.rows), "simulated"),
-        StudyKind::Real => (real_summary(&outcome.rows), "run"),
+    let verb = match study.kind {
+        StudyKind::Sim => "simulated",
+        StudyKind::Real => "run",
+    };
+    report_outcome(&study, &outcome, &a.out, verb)
+}
+
+/// The summary table, where the results are, and the failures (exit status 2 with any).
+fn report_outcome(
+    study: &StudyFile,
+    outcome: &numalab_study::Outcome,
+    out: &std::path::Path,
+    verb: &str,
+) -> Result<()> {
+    let table = match study.kind {
+        StudyKind::Sim => summary(&outcome.rows),
+        StudyKind::Real => real_summary(&outcome.rows),
     };
     print!("{table}");
-    println!(
-        "\n{} runs: {} {verb} now, {} already done; results in {} and {}",
-        outcome.rows.len(),
-        outcome.ran,
-        outcome.skipped,
-        outcome.results_parquet.display(),
-        outcome.results_csv.display()
-    );
+    if verb == "collected" {
+        println!(
+            "\n{} runs: {} with a successful record; results in {} and {}",
+            outcome.rows.len(),
+            outcome.skipped,
+            outcome.results_parquet.display(),
+            outcome.results_csv.display()
+        );
+    } else {
+        println!(
+            "\n{} runs: {} {verb} now, {} already done; results in {} and {}",
+            outcome.rows.len(),
+            outcome.ran,
+            outcome.skipped,
+            outcome.results_parquet.display(),
+            outcome.results_csv.display()
+        );
+    }
     let failed = outcome.failed();
     if !failed.is_empty() {
         for r in &failed {
@@ -203,8 +289,101 @@ fn run_study(a: StudyRunArgs) -> Result<()> {
             "{} of {} runs failed (their records are in {}; a rerun tries them again)",
             failed.len(),
             outcome.rows.len(),
-            a.out.join("runs").display()
+            out.join("runs").display()
         );
+    }
+    Ok(())
+}
+
+/// `study run --backend slurm`: the study file into DIR, the runs to do as a job array of
+/// `numalab study shard` tasks, then (unless --no-wait) the tables from their records.
+fn run_on_slurm(study: &StudyFile, a: &StudyRunArgs) -> Result<()> {
+    if study.kind == StudyKind::Real {
+        bail!("a real-run study runs on this machine only (it sets this machine's kernel settings): use the local backend");
+    }
+    if a.out.exists() && !a.out.is_dir() {
+        bail!(
+            "cannot write the study to {}: it is a file, not a folder",
+            a.out.display()
+        );
+    }
+    std::fs::create_dir_all(&a.out)
+        .with_context(|| format!("cannot create the study folder {}", a.out.display()))?;
+    // the tasks read the study from the folder: a rerun with a changed file changes its keys
+    numalab_core::atomic_file::write_atomic(&a.out.join("study.toml"), study.source.as_bytes())?;
+    let pending = numalab_study::pending(study, &a.out)?;
+    if pending == 0 {
+        println!("every run has a successful record: nothing to submit");
+        let outcome = numalab_study::collect(study, &a.out)?;
+        return report_outcome(study, &outcome, &a.out, "collected");
+    }
+    let opts = numalab_study::slurm::SlurmOptions {
+        shards: a.shards,
+        sbatch_args: a.sbatch_args.clone(),
+        wait: !a.no_wait,
+    };
+    let exe = std::env::current_exe().context("cannot find numalab's own binary")?;
+    if !a.quiet {
+        eprintln!("submitting {pending} runs to Slurm...");
+    }
+    let sub = numalab_study::slurm::submit(&exe, &a.out, pending, &opts)?;
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
+    println!(
+        "Slurm job {}: {} array task{} for {pending} run{}; task logs in {}",
+        sub.job_id,
+        sub.shards,
+        plural(sub.shards),
+        plural(pending),
+        sub.log_dir.display()
+    );
+    if a.no_wait {
+        println!(
+            "when it has ended: numalab study collect {} (a rerun of this command resubmits what failed)",
+            a.out.display()
+        );
+        return Ok(());
+    }
+    if sub.all_succeeded == Some(false) {
+        eprintln!(
+            "some array tasks failed: see {}/{}_*.out",
+            sub.log_dir.display(),
+            sub.job_id
+        );
+    }
+    let outcome = numalab_study::collect(study, &a.out)?;
+    report_outcome(study, &outcome, &a.out, "collected")
+}
+
+/// `study shard`: one array task's runs, then its Parquet part.
+fn run_shard(a: StudyShardArgs) -> Result<()> {
+    let study = StudyFile::load(&a.dir.join("study.toml"))
+        .with_context(|| format!("{} is not a study folder", a.dir.display()))?;
+    let shard = numalab_study::Shard::new(a.index, a.of)?;
+    let mut opts = RunOptions::default();
+    if let Some(j) = a.jobs {
+        opts.jobs = j;
+    }
+    opts.numalab = Some(std::env::current_exe().context("cannot find numalab's own binary")?);
+    let o = numalab_study::run_shard(&study, &a.dir, shard, &opts, &|_, _| {})?;
+    let failed = o.rows.iter().filter(|r| r.status != "ok").count();
+    println!(
+        "shard {} of {}: {} runs, {} run now, {failed} failed; part {}",
+        a.index,
+        a.of,
+        o.rows.len(),
+        o.ran,
+        o.part.display()
+    );
+    for r in o.rows.iter().filter(|r| r.status != "ok") {
+        eprintln!(
+            "failed: {} (repeat {}): {}",
+            r.config,
+            r.repeat,
+            r.error.as_deref().unwrap_or("")
+        );
+    }
+    if failed > 0 {
+        bail!("{failed} runs of shard {} failed", a.index);
     }
     Ok(())
 }

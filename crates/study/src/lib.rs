@@ -11,7 +11,8 @@
 //! Code map: [`file`] (the TOML format and its checks), [`grid`] (configurations and their
 //! keys), [`run`] (running and resuming), [`table`] (one row per run: every axis and metric;
 //! Parquet and CSV), [`environment`] (what the results were produced on), [`report`] (the
-//! HTML report), [`real`] (real runs: kernel settings set and restored, timing, statistics).
+//! HTML report), [`real`] (real runs: kernel settings set and restored, timing, statistics),
+//! [`slurm`] (a study's runs as a Slurm job array of shards, collected afterwards).
 
 pub mod environment;
 pub mod file;
@@ -19,8 +20,9 @@ pub mod grid;
 pub mod real;
 pub mod report;
 pub mod run;
+pub mod slurm;
 pub mod table;
 
 pub use file::{StudyFile, StudyKind};
 pub use grid::{Config, Grid};
-pub use run::{run, Outcome, RunOptions};
+pub use run::{collect, pending, run, run_shard, Outcome, RunOptions, Shard, ShardOutcome};

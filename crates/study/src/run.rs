@@ -304,19 +304,8 @@ fn run_one(study: &StudyFile, job: &Job) -> Result<Row> {
     record(job, rec)
 }
 
-/// Run `study` into `out` (created if missing). `progress(done, total)` is called as runs
-/// finish, `total` counting only the runs to simulate now. Failed runs are recorded and
-/// returned in the outcome's rows; only a problem with the output folder is an error.
-pub fn run(
-    study: &StudyFile,
-    out: &Path,
-    opts: &RunOptions,
-    progress: &(dyn Fn(usize, usize) + Sync),
-) -> Result<Outcome> {
-    if opts.jobs == 0 {
-        bail!("--jobs 0: expected at least 1 simulation at once");
-    }
-    let grid = Grid::new(study)?;
+/// The output folder's runs directory, created (with the folder) if missing.
+fn runs_dir(out: &Path) -> Result<PathBuf> {
     if out.exists() && !out.is_dir() {
         bail!(
             "cannot write the study to {}: it is a file, not a folder",
@@ -326,20 +315,29 @@ pub fn run(
     let runs_dir = out.join("runs");
     std::fs::create_dir_all(&runs_dir)
         .with_context(|| format!("cannot create the study folder {}", runs_dir.display()))?;
-    let env = Environment::snapshot();
+    Ok(runs_dir)
+}
 
-    let jobs = jobs(study, &grid, &runs_dir);
-    let mut rows: Vec<Option<Row>> = jobs.iter().map(|j| done_row(&j.path, &j.key)).collect();
-    let todo: Vec<usize> = (0..jobs.len()).filter(|&i| rows[i].is_none()).collect();
-    let skipped = jobs.len() - todo.len();
+/// Run the jobs `todo` (indices into `jobs`): simulations on a pool of `opts.jobs` threads,
+/// real runs one at a time.
+fn execute(
+    study: &StudyFile,
+    jobs: &[Job],
+    todo: &[usize],
+    opts: &RunOptions,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Vec<(usize, Result<Row>)>> {
+    if opts.jobs == 0 {
+        bail!("--jobs 0: expected at least 1 simulation at once");
+    }
     let done = AtomicUsize::new(0);
     progress(0, todo.len());
-    let fresh: Vec<(usize, Result<Row>)> = match study.kind {
+    Ok(match study.kind {
         StudyKind::Real => {
             let numalab = opts.numalab.as_deref().ok_or_else(|| {
                 anyhow!("real runs need the numalab binary to start them (RunOptions::numalab)")
             })?;
-            run_real(study, &jobs, &todo, numalab, progress)?
+            run_real(study, jobs, todo, numalab, progress)?
         }
         StudyKind::Sim => {
             let pool = rayon::ThreadPoolBuilder::new()
@@ -355,30 +353,185 @@ pub fn run(
                     .collect()
             })
         }
-    };
-    for (i, r) in fresh {
-        rows[i] = Some(r?);
-    }
-    let rows: Vec<Row> = rows
-        .into_iter()
-        .map(|r| r.expect("every run done"))
-        .collect();
+    })
+}
 
+/// Write the tables, the environment and the study file; the outcome of `rows` (grid order).
+fn finish(
+    study: &StudyFile,
+    grid: Grid,
+    out: &Path,
+    rows: Vec<Row>,
+    ran: usize,
+    skipped: usize,
+) -> Result<Outcome> {
     let results_parquet = out.join("results.parquet");
     let results_csv = out.join("results.csv");
     table::write_parquet(&results_parquet, &grid.axis_keys, study.kind, &rows)?;
     table::write_csv(&results_csv, &grid.axis_keys, study.kind, &rows)?;
     write_atomic(
         &out.join("environment.json"),
-        &serde_json::to_vec_pretty(&env)?,
+        &serde_json::to_vec_pretty(&Environment::snapshot())?,
     )?;
     write_atomic(&out.join("study.toml"), study.source.as_bytes())?;
     Ok(Outcome {
         grid,
         rows,
-        ran: todo.len(),
+        ran,
         skipped,
         results_parquet,
         results_csv,
     })
+}
+
+/// Run `study` into `out` (created if missing). `progress(done, total)` is called as runs
+/// finish, `total` counting only the runs to simulate now. Failed runs are recorded and
+/// returned in the outcome's rows; only a problem with the output folder is an error.
+pub fn run(
+    study: &StudyFile,
+    out: &Path,
+    opts: &RunOptions,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Outcome> {
+    if opts.jobs == 0 {
+        bail!("--jobs 0: expected at least 1 simulation at once");
+    }
+    let grid = Grid::new(study)?;
+    let runs_dir = runs_dir(out)?;
+    let jobs = jobs(study, &grid, &runs_dir);
+    let mut rows: Vec<Option<Row>> = jobs.iter().map(|j| done_row(&j.path, &j.key)).collect();
+    let todo: Vec<usize> = (0..jobs.len()).filter(|&i| rows[i].is_none()).collect();
+    let skipped = jobs.len() - todo.len();
+    for (i, r) in execute(study, &jobs, &todo, opts, progress)? {
+        rows[i] = Some(r?);
+    }
+    let rows: Vec<Row> = rows
+        .into_iter()
+        .map(|r| r.expect("every run done"))
+        .collect();
+    let ran = todo.len();
+    drop(jobs);
+    finish(study, grid, out, rows, ran, skipped)
+}
+
+/// One shard of a study run as several processes (a Slurm job array's tasks): the runs whose
+/// position in the grid is `index` modulo `of`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    pub index: usize,
+    pub of: usize,
+}
+
+impl Shard {
+    pub fn new(index: usize, of: usize) -> Result<Shard> {
+        if of == 0 || index >= of {
+            bail!("shard {index} of {of}: expected 0 <= index < of");
+        }
+        Ok(Shard { index, of })
+    }
+
+    fn holds(&self, run: usize) -> bool {
+        run % self.of == self.index
+    }
+}
+
+/// What a shard did: its runs' rows (grid order), how many ran now, and its Parquet part.
+pub struct ShardOutcome {
+    pub rows: Vec<Row>,
+    pub ran: usize,
+    pub part: PathBuf,
+}
+
+/// Run the shard's runs not yet done into `out` (the study's folder, shared by all shards:
+/// each run writes its own record), then write the shard's rows as `parts/part-K.parquet`.
+/// The tables of the whole study come from [`collect`].
+pub fn run_shard(
+    study: &StudyFile,
+    out: &Path,
+    shard: Shard,
+    opts: &RunOptions,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<ShardOutcome> {
+    let grid = Grid::new(study)?;
+    let runs_dir = runs_dir(out)?;
+    let jobs = jobs(study, &grid, &runs_dir);
+    let mine: Vec<usize> = (0..jobs.len()).filter(|&i| shard.holds(i)).collect();
+    let mut rows: Vec<(usize, Option<Row>)> = mine
+        .iter()
+        .map(|&i| (i, done_row(&jobs[i].path, &jobs[i].key)))
+        .collect();
+    let todo: Vec<usize> = rows
+        .iter()
+        .filter(|(_, r)| r.is_none())
+        .map(|(i, _)| *i)
+        .collect();
+    for (i, r) in execute(study, &jobs, &todo, opts, progress)? {
+        let r = r?;
+        if let Some(slot) = rows.iter_mut().find(|(j, _)| *j == i) {
+            slot.1 = Some(r);
+        }
+    }
+    let rows: Vec<Row> = rows.into_iter().filter_map(|(_, r)| r).collect();
+    let parts = out.join("parts");
+    std::fs::create_dir_all(&parts)
+        .with_context(|| format!("cannot create {}", parts.display()))?;
+    let part = parts.join(format!("part-{:04}.parquet", shard.index));
+    table::write_parquet(&part, &grid.axis_keys, study.kind, &rows)?;
+    Ok(ShardOutcome {
+        rows,
+        ran: todo.len(),
+        part,
+    })
+}
+
+/// A run's row from its record, whatever its status (None: no record with this key).
+fn recorded_row(path: &Path, key: &str) -> Option<Row> {
+    let text = std::fs::read_to_string(path).ok()?;
+    #[derive(Deserialize)]
+    struct Head {
+        key: String,
+        row: Row,
+    }
+    let h: Head = serde_json::from_str(&text).ok()?;
+    (h.key == key).then_some(h.row)
+}
+
+/// The runs of `study` in `out` without a successful record: what a rerun would do.
+pub fn pending(study: &StudyFile, out: &Path) -> Result<usize> {
+    let grid = Grid::new(study)?;
+    let jobs = jobs(study, &grid, &out.join("runs"));
+    Ok(jobs
+        .iter()
+        .filter(|j| done_row(&j.path, &j.key).is_none())
+        .count())
+}
+
+/// Gather the records the shards wrote into the study's tables (as a local run ends): every
+/// run of the grid, a run without a record as failed ("not run").
+pub fn collect(study: &StudyFile, out: &Path) -> Result<Outcome> {
+    if !out.join("runs").is_dir() {
+        bail!(
+            "{} holds no study runs (no runs/ folder): run the study into it first",
+            out.display()
+        );
+    }
+    let grid = Grid::new(study)?;
+    let jobs = jobs(study, &grid, &out.join("runs"));
+    let rows: Vec<Row> = jobs
+        .iter()
+        .map(|j| {
+            recorded_row(&j.path, &j.key).unwrap_or_else(|| {
+                row_of(
+                    j,
+                    Some(
+                        "not run: no record (its task did not start, was cancelled or is still running; a rerun submits it again)"
+                            .into(),
+                    ),
+                )
+            })
+        })
+        .collect();
+    let done = rows.iter().filter(|r| r.status == "ok").count();
+    drop(jobs);
+    finish(study, grid, out, rows, 0, done)
 }
