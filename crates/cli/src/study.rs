@@ -360,7 +360,13 @@ fn run_shard(a: StudyShardArgs) -> Result<()> {
         .with_context(|| format!("{} is not a study folder", a.dir.display()))?;
     let shard = numalab_study::Shard::new(a.index, a.of)?;
     let mut opts = RunOptions::default();
-    if let Some(j) = a.jobs {
+    // in a Slurm task: the CPUs it was given (--cpus-per-task), where the cluster does not
+    // confine tasks to them (task/none), so that tasks sharing a node do not oversubscribe it
+    let slurm_cpus = std::env::var("SLURM_CPUS_PER_TASK")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&n| n > 0);
+    if let Some(j) = a.jobs.or(slurm_cpus) {
         opts.jobs = j;
     }
     opts.numalab = Some(std::env::current_exe().context("cannot find numalab's own binary")?);

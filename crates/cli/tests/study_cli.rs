@@ -269,3 +269,76 @@ fn an_interrupted_real_study_stops_after_the_run_in_progress() {
     assert_eq!(records, 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_grid_study_resumes_after_being_killed() {
+    // issue 21's grid (3 machines × 3 placements × 2 page sizes), killed once some runs are
+    // recorded: the rerun does only the rest
+    let grid = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/studies/cg-grid.toml");
+    let out = temp("grid");
+    let args = [
+        "study",
+        "run",
+        grid.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "-q",
+        "-j",
+        "1",
+    ];
+    let mut child = Command::new(env!("CARGO_BIN_EXE_numalab"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // finished records only (a record being written has a temporary name first)
+    let records = || {
+        std::fs::read_dir(out.join("runs")).map_or(0, |d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| {
+                    let n = e.file_name().to_string_lossy().into_owned();
+                    n.ends_with(".json") && !n.starts_with('.')
+                })
+                .count()
+        })
+    };
+    let start = std::time::Instant::now();
+    while records() < 3 {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the study ended before it could be interrupted"
+        );
+        assert!(
+            start.elapsed().as_secs() < 600,
+            "no run recorded in 10 minutes"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let done = records();
+    assert!((3..18).contains(&done), "{done} records");
+    let o = numalab(&args[..6]);
+    let stdout = text(&o.stdout);
+    assert!(o.status.success(), "{stdout}{}", text(&o.stderr));
+    assert!(
+        stdout.contains(&format!(
+            "18 runs: {} simulated now, {done} already done",
+            18 - done
+        )),
+        "{stdout}"
+    );
+    for label in [
+        "machine=6164HE-4n",
+        "machine=6272-8n",
+        "machine=gold6130-4n",
+    ] {
+        assert_eq!(
+            stdout.lines().filter(|l| l.starts_with(label)).count(),
+            6,
+            "{stdout}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}

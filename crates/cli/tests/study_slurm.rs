@@ -1,8 +1,8 @@
 //! `numalab study run --backend slurm` against a real Slurm: the test starts a one-node
 //! cluster on localhost (Debian's munge, slurmctld and slurmd, in the foreground, with a key,
 //! a configuration and state of its own in a temporary folder, on ports of its own), runs the
-//! documented example study as a job array of shards, resumes after a lost record, and stops
-//! the daemons.
+//! documented grid study (docs/studies/cg-grid.toml: 3 machines × 3 placements × 2 page
+//! sizes) as a job array of shards, resumes after a lost record, and stops the daemons.
 //!
 //! Needs root (slurmd starts jobs as their users) and Slurm's programs. Without them the test
 //! says so and passes, unless `NUMALAB_REQUIRE_SLURM=1` (CI sets it after installing slurmctld,
@@ -200,7 +200,7 @@ fn a_study_runs_as_a_slurm_job_array_and_resumes() {
         return;
     }
     let cluster = Cluster::start();
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/studies/cg-thp.toml");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/studies/cg-grid.toml");
     let out = cluster.dir.join("study");
     let args = [
         "study",
@@ -217,9 +217,9 @@ fn a_study_runs_as_a_slurm_job_array_and_resumes() {
     let o = cluster.numalab(&args);
     let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(o.status.success(), "{stdout}");
-    assert!(stdout.contains("3 array tasks for 8 runs"), "{stdout}");
+    assert!(stdout.contains("3 array tasks for 18 runs"), "{stdout}");
     assert!(
-        stdout.contains("8 runs: 8 with a successful record"),
+        stdout.contains("18 runs: 18 with a successful record"),
         "{stdout}"
     );
     // every task ran its shard and wrote its Parquet part; the tables hold every run

@@ -609,10 +609,12 @@ values = ["never", "always"]
         stdout.contains("numa_balancing=1 thp=always") && stdout.contains("3/3"),
         "{stdout}"
     );
-    // a configuration that cannot be applied fails alone and changes nothing
+    // a configuration whose placement fails fails alone, and the setting it changed (the
+    // opposite of the current one) is put back
+    let other = if bal0.trim() == "0" { "1" } else { "0" };
     std::fs::write(
         &file,
-        "kind = \"real\"\n[defaults]\ncommand = \"true\"\nrun = \"--membind=9\"\nnuma_balancing = \"1\"\n",
+        format!("kind = \"real\"\n[defaults]\ncommand = \"true\"\nrun = \"--membind=9\"\nnuma_balancing = \"{other}\"\n"),
     )
     .unwrap();
     let out = run(&[

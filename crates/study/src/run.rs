@@ -98,8 +98,8 @@ fn jobs<'a>(study: &StudyFile, grid: &'a Grid, runs_dir: &Path) -> Vec<Job<'a>> 
     jobs
 }
 
-/// A finished run's row, if its record exists, has this key and succeeded.
-fn done_row(path: &Path, key: &str) -> Option<Row> {
+/// A run's row from its record, whatever its status (None: no record with this key).
+fn recorded_row(path: &Path, key: &str) -> Option<Row> {
     let text = std::fs::read_to_string(path).ok()?;
     // only the key and the row are needed: skip the (large) result
     #[derive(Deserialize)]
@@ -108,7 +108,12 @@ fn done_row(path: &Path, key: &str) -> Option<Row> {
         row: Row,
     }
     let h: Head = serde_json::from_str(&text).ok()?;
-    (h.key == key && h.row.status == "ok").then_some(h.row)
+    (h.key == key).then_some(h.row)
+}
+
+/// A finished run's row, if its record exists, has this key and succeeded.
+fn done_row(path: &Path, key: &str) -> Option<Row> {
+    recorded_row(path, key).filter(|r| r.status == "ok")
 }
 
 /// A finished run: its row and, when it succeeded, its full result.
@@ -482,18 +487,6 @@ pub fn run_shard(
         ran: todo.len(),
         part,
     })
-}
-
-/// A run's row from its record, whatever its status (None: no record with this key).
-fn recorded_row(path: &Path, key: &str) -> Option<Row> {
-    let text = std::fs::read_to_string(path).ok()?;
-    #[derive(Deserialize)]
-    struct Head {
-        key: String,
-        row: Row,
-    }
-    let h: Head = serde_json::from_str(&text).ok()?;
-    (h.key == key).then_some(h.row)
 }
 
 /// The runs of `study` in `out` without a successful record: what a rerun would do.
