@@ -240,10 +240,10 @@ fn a_study_runs_as_a_slurm_job_array_and_resumes() {
         );
     }
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
-    assert_eq!(csv.lines().count(), 9, "{csv}");
+    assert_eq!(csv.lines().count(), 19, "{csv}");
     assert_eq!(
         csv.lines().filter(|l| l.contains(",ok,")).count(),
-        8,
+        18,
         "{csv}"
     );
 
