@@ -139,20 +139,11 @@ fn the_report_is_one_self_contained_page_with_its_charts() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-#[test]
-fn headless_chromium_loads_the_report_without_console_errors() {
-    let Some(browser) = chromium() else {
-        if std::env::var("NUMALAB_REQUIRE_BROWSER").as_deref() == Ok("1") {
-            panic!("NUMALAB_REQUIRE_BROWSER=1 but no chromium found (apt-get install chromium)");
-        }
-        eprintln!("skipped: no chromium (apt-get install chromium, or set NUMALAB_CHROMIUM)");
-        return;
-    };
-    let dir = temp("browser");
-    let html = report(&dir);
+/// Load `html` in headless Chromium: the DOM after its script ran, and the browser's log,
+/// which must hold no console error (uncaught exceptions, failed loads).
+fn load(browser: &Path, html: &Path, profile: &Path) -> (String, String) {
     let url = format!("file://{}", html.display());
-    let profile = dir.join("profile");
-    let o = Command::new(&browser)
+    let o = Command::new(browser)
         .args([
             "--headless=new",
             "--no-sandbox",
@@ -165,19 +156,91 @@ fn headless_chromium_loads_the_report_without_console_errors() {
         .args(["--dump-dom", &url])
         .output()
         .unwrap();
-    let dom = String::from_utf8_lossy(&o.stdout);
-    let log = String::from_utf8_lossy(&o.stderr);
+    let dom = String::from_utf8_lossy(&o.stdout).into_owned();
+    let log = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(o.status.success(), "chromium failed: {log}");
-    // the page's script ran: the DOM is the page's, its charts and tables are there
-    assert_eq!(dom.matches("<svg class=\"chart\"").count(), 8, "{log}");
-    assert_eq!(dom.matches("class=\"chart timeline\"").count(), 3);
-    assert!(dom.contains("id=\"runs\"") && dom.contains("id=\"correlation\""));
-    // no console errors (uncaught exceptions, failed loads)
     let errors: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught") || l.contains("Failed to load"))
         .collect();
     assert!(errors.is_empty(), "console errors: {errors:?}");
+    (dom, log)
+}
+
+/// Chromium, or None after saying why the test is skipped (a panic where CI requires it).
+fn browser_or_skip() -> Option<PathBuf> {
+    let b = chromium();
+    if b.is_none() {
+        if std::env::var("NUMALAB_REQUIRE_BROWSER").as_deref() == Ok("1") {
+            panic!("NUMALAB_REQUIRE_BROWSER=1 but no chromium found (apt-get install chromium)");
+        }
+        eprintln!("skipped: no chromium (apt-get install chromium, or set NUMALAB_CHROMIUM)");
+    }
+    b
+}
+
+#[test]
+fn the_grid_studys_report_opens_in_chromium() {
+    // issue 21's grid (docs/studies/cg-grid.toml: 3 machines × 3 placements × 2 page sizes)
+    let Some(browser) = browser_or_skip() else {
+        return;
+    };
+    let dir = temp("grid");
+    let grid = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/studies/cg-grid.toml");
+    let out = dir.join("out");
+    let o = numalab(&[
+        "study",
+        "run",
+        grid.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let html = dir.join("grid.html");
+    let o = numalab(&[
+        "study",
+        "report",
+        out.to_str().unwrap(),
+        "-o",
+        html.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (dom, log) = load(&browser, &html, &dir.join("profile"));
+    assert_eq!(dom.matches("<svg class=\"chart\"").count(), 8, "{log}");
+    assert_eq!(
+        dom.matches("class=\"chart timeline\"").count(),
+        18,
+        "one per configuration"
+    );
+    let runs = dom
+        .split("id=\"runs\"")
+        .nth(1)
+        .unwrap()
+        .split("</table>")
+        .next()
+        .unwrap();
+    assert_eq!(runs.matches("<tr").count(), 19, "a header and 18 runs");
+    for machine in ["machine=6164HE-4n", "machine=6272-8n", "machine=gold6130-4n"] {
+        assert!(runs.contains(machine), "{machine}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn headless_chromium_loads_the_report_without_console_errors() {
+    let Some(browser) = browser_or_skip() else {
+        return;
+    };
+    let dir = temp("browser");
+    let html = report(&dir);
+    let url = format!("file://{}", html.display());
+    let profile = dir.join("profile");
+    let (dom, log) = load(&browser, &html, &profile);
+    // the page's script ran: the DOM is the page's, its charts and tables are there
+    assert_eq!(dom.matches("<svg class=\"chart\"").count(), 8, "{log}");
+    assert_eq!(dom.matches("class=\"chart timeline\"").count(), 3);
+    assert!(dom.contains("id=\"runs\"") && dom.contains("id=\"correlation\""));
     // a screenshot, for people to look at (docs/study.md shows one)
     let shot = dir.join("report.png");
     let o = Command::new(&browser)
