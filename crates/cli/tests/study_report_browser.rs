@@ -57,26 +57,34 @@ labels = ["local", "interleaved", "remote"]
 fn report(dir: &Path) -> PathBuf {
     let file = dir.join("s.toml");
     std::fs::write(&file, STUDY).unwrap();
+    run_and_report(dir, &file, Some("mempolicy=local"))
+}
+
+/// Run the study file into `dir/out` and write its report (against `baseline`, else the
+/// first configuration) as `dir/report.html`; the report's path.
+fn run_and_report(dir: &Path, study: &Path, baseline: Option<&str>) -> PathBuf {
     let out = dir.join("out");
     let o = numalab(&[
         "study",
         "run",
-        file.to_str().unwrap(),
+        study.to_str().unwrap(),
         "-o",
         out.to_str().unwrap(),
         "-q",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let html = dir.join("report.html");
-    let o = numalab(&[
+    let mut args = vec![
         "study",
         "report",
         out.to_str().unwrap(),
         "-o",
         html.to_str().unwrap(),
-        "--baseline",
-        "mempolicy=local",
-    ]);
+    ];
+    if let Some(b) = baseline {
+        args.extend(["--baseline", b]);
+    }
+    let o = numalab(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     html
 }
@@ -187,25 +195,7 @@ fn the_grid_studys_report_opens_in_chromium() {
     };
     let dir = temp("grid");
     let grid = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/studies/cg-grid.toml");
-    let out = dir.join("out");
-    let o = numalab(&[
-        "study",
-        "run",
-        grid.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "-q",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let html = dir.join("grid.html");
-    let o = numalab(&[
-        "study",
-        "report",
-        out.to_str().unwrap(),
-        "-o",
-        html.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let html = run_and_report(&dir, &grid, None);
     let (dom, log) = load(&browser, &html, &dir.join("profile"));
     assert_eq!(dom.matches("<svg class=\"chart\"").count(), 8, "{log}");
     assert_eq!(
@@ -221,7 +211,11 @@ fn the_grid_studys_report_opens_in_chromium() {
         .next()
         .unwrap();
     assert_eq!(runs.matches("<tr").count(), 19, "a header and 18 runs");
-    for machine in ["machine=6164HE-4n", "machine=6272-8n", "machine=gold6130-4n"] {
+    for machine in [
+        "machine=6164HE-4n",
+        "machine=6272-8n",
+        "machine=gold6130-4n",
+    ] {
         assert!(runs.contains(machine), "{machine}");
     }
     std::fs::remove_dir_all(&dir).unwrap();

@@ -573,14 +573,17 @@ values = ["never", "always"]
         ),
     )
     .unwrap();
-    let out = run(&[
-        "study",
-        "run",
-        file.to_str().unwrap(),
-        "-o",
-        dir.join("out").to_str().unwrap(),
-        "-q",
-    ]);
+    let study_run = |out: &str| {
+        run(&[
+            "study",
+            "run",
+            file.to_str().unwrap(),
+            "-o",
+            dir.join(out).to_str().unwrap(),
+            "-q",
+        ])
+    };
+    let out = study_run("out");
     assert!(out.status.success());
     assert_eq!(read(balancing), bal0, "numa_balancing restored");
     assert_eq!(read(thp), thp0, "THP mode restored");
@@ -617,14 +620,7 @@ values = ["never", "always"]
         format!("kind = \"real\"\n[defaults]\ncommand = \"true\"\nrun = \"--membind=9\"\nnuma_balancing = \"{other}\"\n"),
     )
     .unwrap();
-    let out = run(&[
-        "study",
-        "run",
-        file.to_str().unwrap(),
-        "-o",
-        dir.join("out2").to_str().unwrap(),
-        "-q",
-    ]);
+    let out = study_run("out2");
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         read(balancing),

@@ -542,28 +542,22 @@ impl Simulator {
             mprotect_ns: os_c.mprotect_ns,
             pt_lines: PtLines::new(os.va_end(), max_set_bits),
         };
+        let tasks = threads
+            .iter()
+            .map(|t| t.task.index() + 1)
+            .max()
+            .unwrap_or(0);
         let mmap_lock = {
-            let tasks = threads
-                .iter()
-                .map(|t| t.task.index() + 1)
-                .max()
-                .unwrap_or(0);
             let mut nodes_of = vec![Vec::new(); tasks];
             for t in &threads {
                 nodes_of[t.task.index()].push(t.node);
             }
             MmapLock::for_machine(&nodes_of, machine, &routes)
         };
-        let barrier = BarrierDepartures::new(
-            machine.topology.num_nodes(),
-            threads
-                .iter()
-                .map(|t| t.task.index() + 1)
-                .max()
-                .unwrap_or(0),
-            cfg.seed,
-            |from, to| crate::hw::line_transfer_ns(machine, &routes, from, to),
-        );
+        let barrier =
+            BarrierDepartures::new(machine.topology.num_nodes(), tasks, cfg.seed, |from, to| {
+                crate::hw::line_transfer_ns(machine, &routes, from, to)
+            });
         let va_end = os.va_end();
         let sh = Shared {
             nodes: machine.topology.num_nodes(),
