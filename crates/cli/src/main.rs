@@ -3,6 +3,7 @@
 mod analyze;
 mod balance;
 mod bench_analyze;
+mod calibrate;
 mod compare;
 mod convert;
 mod docs_gen;
@@ -75,6 +76,10 @@ enum Cmd {
     /// repeats), resumable, results as Parquet and CSV (docs/study.md).
     #[command(subcommand)]
     Study(study::StudyCmd),
+    /// Measure this host's memory system (idle latency and bandwidth matrices, loaded-latency
+    /// curves, fault and move_pages costs) and write a machine file for `numalab sim`, its
+    /// base the host's topology (docs/calibrate.md).
+    Calibrate(calibrate::CalibrateArgs),
     /// Print a shell completion script to standard output (README, "Shell completions and
     /// man pages", says where to put it).
     Completions(docs_gen::CompletionsArgs),
@@ -336,6 +341,7 @@ fn run(cli: Cli, matches: &clap::ArgMatches) -> Result<()> {
             }
             Ok(())
         }
+        Cmd::Calibrate(a) => calibrate::run(a),
         Cmd::Bench(BenchCmd::Sim(a)) => bench_sim(a),
         Cmd::Bench(BenchCmd::Migrate(a)) => bench_migrate(a),
         Cmd::Bench(BenchCmd::Analyze(a)) => bench_analyze::run(a),

@@ -629,3 +629,89 @@ values = ["never", "always"]
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+#[ignore = "needs the multi-node VM: see docs/testing.md"]
+fn calibrate_measures_every_node_pair() {
+    let dir = std::env::temp_dir().join("numalab-calibrate");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (file, json) = (dir.join("vm.toml"), dir.join("m.json"));
+    // 16 MiB buffers: the VM's nodes have 384 MiB, and TCG runs every vCPU on one host thread.
+    let out = run(&[
+        "calibrate",
+        "--quick",
+        "--buffer-mib",
+        "16",
+        "-o",
+        file.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "calibrate failed");
+    let m: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for key in ["latency_ns", "bandwidth_gbps"] {
+        let rows = m[key].as_array().unwrap();
+        assert_eq!(rows.len(), 5, "{key}: a row per node");
+        for (s, row) in rows.iter().enumerate() {
+            let row = row.as_array().unwrap();
+            assert_eq!(row.len(), 5, "{key}: a column per node");
+            if s < 4 {
+                assert!(
+                    row.iter()
+                        .all(|v| v.as_f64().is_some_and(|x| x.is_finite() && x > 0.0)),
+                    "{key}: node {s} measured to every node: {row:?}"
+                );
+            } else {
+                assert!(
+                    row.iter().all(Value::is_null),
+                    "{key}: node 4 has no CPU to measure from"
+                );
+            }
+        }
+    }
+    // One CPU per node: every sweep borrows other nodes' CPUs as injectors, node 4's too.
+    let loaded = m["loaded"].as_array().unwrap();
+    assert_eq!(loaded.len(), 5);
+    for (d, l) in loaded.iter().enumerate() {
+        assert_eq!(l["injectors_local"], false, "node {d}");
+        assert_eq!(l["injector_cpus"].as_array().unwrap().len(), 3, "node {d}");
+        assert_eq!(l["points"].as_array().unwrap().len(), 3, "node {d}");
+    }
+    let mp = &m["move_pages"];
+    assert_eq!(
+        (mp["from_node"].as_u64(), mp["to_node"].as_u64()),
+        (Some(0), Some(1)),
+        "{mp}"
+    );
+    assert!(mp["batch_call_ns"].as_f64().unwrap() > mp["one_page_call_ns"].as_f64().unwrap());
+
+    let shown = run(&["machine", "show", "--json", file.to_str().unwrap()]);
+    assert!(shown.status.success(), "the calibrated machine loads");
+    let machine: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let nodes = machine["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 5);
+    let diag: Vec<f64> = (0..4)
+        .map(|i| m["latency_ns"][i][i].as_f64().unwrap())
+        .collect();
+    for (i, &v) in diag.iter().enumerate() {
+        let idle = nodes[i]["idle_local_ns"].as_f64().unwrap();
+        assert!(
+            (idle - v).abs() < 0.06,
+            "node {i}: {idle} written, {v} measured"
+        );
+    }
+    let far = nodes[4]["idle_local_ns"].as_f64().unwrap();
+    assert!(
+        diag.iter().any(|v| (v - far).abs() < 0.06),
+        "node 4 takes its nearest CPU node's idle latency: {far} among {diag:?}"
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(
+        text.matches("[[link]]").count(),
+        8,
+        "every link calibrated:\n{text}"
+    );
+    assert!(text.contains("move_pages_base_ns ="), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
