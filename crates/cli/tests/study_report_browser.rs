@@ -260,3 +260,57 @@ fn headless_chromium_loads_the_report_without_console_errors() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_real_run_studys_report_opens_in_chromium() {
+    // real runs on this host (a command axis only: no kernel setting changes); their wall,
+    // user and system times charted against the baseline and correlated with the wall time
+    let Some(browser) = browser_or_skip() else {
+        return;
+    };
+    let dir = temp("real");
+    let file = dir.join("real.toml");
+    std::fs::write(
+        &file,
+        r#"kind = "real"
+repeats = 3
+[[axis]]
+key = "command"
+values = ["sleep 0.02", "sleep 0.08", "sh -c 'i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done'"]
+labels = ["short", "long", "busy"]
+"#,
+    )
+    .unwrap();
+    let html = run_and_report(&dir, &file, Some("command=short"));
+    let (dom, log) = load(&browser, &html, &dir.join("profile"));
+    assert_eq!(
+        dom.matches("<svg class=\"chart\"").count(),
+        3,
+        "wall, user, system: {log}"
+    );
+    for t in ["wall_ms", "user_ms", "sys_ms"] {
+        assert!(dom.contains(&format!("aria-label=\"{t}\"")), "{t} chart");
+    }
+    assert!(
+        !dom.contains("class=\"chart timeline\""),
+        "real runs have no timeline"
+    );
+    assert!(dom.contains("Real runs, timed as hyperfine does"));
+    let runs = dom
+        .split("id=\"runs\"")
+        .nth(1)
+        .unwrap()
+        .split("</table>")
+        .next()
+        .unwrap();
+    assert_eq!(runs.matches("<tr").count(), 10, "a header and 9 runs");
+    let corr = dom
+        .split("id=\"correlation\"")
+        .nth(1)
+        .unwrap()
+        .split("</table>")
+        .next()
+        .unwrap();
+    assert!(corr.contains("user_ms") && corr.contains("sys_ms") && !corr.contains(">wall_ms<"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -2,7 +2,8 @@
 //! results: the grid as a sortable table, per-metric bar charts relative to a baseline with
 //! error bars (± one standard deviation over the repeats), per-configuration timelines of the
 //! controllers' traffic and imbalance, each metric's Pearson correlation with run time across
-//! the runs, and the environment.
+//! the runs, and the environment. A real-run study's page has the same parts over its wall,
+//! user and system times, without timelines (a real run records none).
 //!
 //! The charts are SVG written here rather than with plotters: plotters lays out axis labels
 //! through a font engine, which numalab does not build (analyze's plots draw no tick labels for
@@ -11,7 +12,7 @@
 
 use crate::grid::Grid;
 use crate::run::load_records;
-use crate::table::{Row, RunMetrics, METRIC_COLUMNS};
+use crate::table::{RealMetrics, Row, RunMetrics, METRIC_COLUMNS, REAL_COLUMNS};
 use crate::StudyFile;
 use anyhow::{bail, Context, Result};
 use numalab_sim::SimResult;
@@ -72,6 +73,47 @@ fn metric(m: &RunMetrics, name: &str) -> Option<f64> {
     let i = METRIC_COLUMNS.iter().position(|c| *c == name)?;
     m.values()[i]
 }
+
+fn real_metric(m: &RealMetrics, name: &str) -> Option<f64> {
+    match name {
+        "wall_ms" => Some(m.wall_ms),
+        "user_ms" => Some(m.user_ms),
+        "sys_ms" => Some(m.sys_ms),
+        _ => None,
+    }
+}
+
+/// A run's value of column `name`: a simulation's metric or a real run's time.
+fn value(r: &Row, name: &str) -> Option<f64> {
+    match (&r.metrics, &r.real) {
+        (Some(m), _) => metric(m, name),
+        (None, Some(m)) => real_metric(m, name),
+        (None, None) => None,
+    }
+}
+
+/// What a study's runs measured: the table's columns, the charted ones, and the run time the
+/// others are correlated with.
+struct Columns {
+    names: &'static [&'static str],
+    charted: &'static [&'static str],
+    time: &'static str,
+    time_words: &'static str,
+}
+
+const SIM_COLUMNS: Columns = Columns {
+    names: &METRIC_COLUMNS,
+    charted: CHARTED,
+    time: "sim_time_ms",
+    time_words: "the simulated time",
+};
+
+const REAL_RUN_COLUMNS: Columns = Columns {
+    names: &REAL_COLUMNS,
+    charted: &REAL_COLUMNS,
+    time: "wall_ms",
+    time_words: "the wall time",
+};
 
 /// One configuration's runs.
 struct ConfigRuns<'a> {
@@ -311,14 +353,12 @@ pub fn write_report(dir: &Path, out: &Path, baseline: Option<&str>) -> Result<us
         );
     }
     let study = StudyFile::load(&study_path)?;
-    if study.kind == crate::StudyKind::Real {
-        bail!(
-            "{}: a real-run study; the HTML report draws simulated runs' metrics. Its results are in {} and {} (wall, user and system time per run), and `numalab study run` prints their statistics",
-            dir.display(),
-            dir.join("results.parquet").display(),
-            dir.join("results.csv").display()
-        );
-    }
+    let real = study.kind == crate::StudyKind::Real;
+    let cols = if real {
+        &REAL_RUN_COLUMNS
+    } else {
+        &SIM_COLUMNS
+    };
     let grid = Grid::new(&study)?;
     let records = load_records(&study, &grid, dir)?;
     let done = records.iter().filter(|r| r.is_some()).count();
@@ -351,11 +391,7 @@ pub fn write_report(dir: &Path, out: &Path, baseline: Option<&str>) -> Result<us
             }
         };
     let stats = |c: &ConfigRuns, name: &str| -> Option<(f64, f64)> {
-        let v: Vec<f64> = c
-            .rows
-            .iter()
-            .filter_map(|r| r.metrics.as_ref().and_then(|m| metric(m, name)))
-            .collect();
+        let v: Vec<f64> = c.rows.iter().filter_map(|r| value(r, name)).collect();
         mean_sd(&v)
     };
 
@@ -363,17 +399,22 @@ pub fn write_report(dir: &Path, out: &Path, baseline: Option<&str>) -> Result<us
     let name = study.name.clone().unwrap_or_else(|| "study".into());
     let _ = write!(
         h,
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>numalab study: {n}</title><style>{STYLE}</style></head><body><h1>numalab study: {n}</h1><p>{runs} runs of {cfgs} configurations ({rep} per configuration); baseline <b>{b}</b>. Simulated by numalab {v}.</p>",
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>numalab study: {n}</title><style>{STYLE}</style></head><body><h1>numalab study: {n}</h1><p>{runs} runs of {cfgs} configurations ({rep} per configuration); baseline <b>{b}</b>. {how} numalab {v}.</p>",
         n = esc(&name),
         runs = done,
         cfgs = configs.len(),
         rep = study.repeats,
         b = esc(&configs[base_idx].label),
         v = env!("CARGO_PKG_VERSION"),
+        how = if real {
+            "Real runs, timed as hyperfine does (warm-ups, then repeats), by"
+        } else {
+            "Simulated by"
+        },
     );
     // the grid
     h.push_str("<h2>Runs</h2><table class=\"sortable\" id=\"runs\"><thead><tr><th class=\"l\">config</th><th>repeat</th><th class=\"l\">status</th>");
-    for c in METRIC_COLUMNS {
+    for c in cols.names {
         let _ = write!(h, "<th>{c}</th>");
     }
     h.push_str("</tr></thead><tbody>");
@@ -386,9 +427,8 @@ pub fn write_report(dir: &Path, out: &Path, baseline: Option<&str>) -> Result<us
                 r.repeat,
                 esc(&r.status)
             );
-            let vals = r.metrics.as_ref().map(RunMetrics::values);
-            for j in 0..METRIC_COLUMNS.len() {
-                let v = vals.and_then(|v| v[j]);
+            for name in cols.names {
+                let v = value(r, name);
                 let _ = write!(
                     h,
                     "<td>{}</td>",
@@ -401,7 +441,7 @@ pub fn write_report(dir: &Path, out: &Path, baseline: Option<&str>) -> Result<us
     h.push_str("</tbody></table>");
     // bar charts against the baseline
     h.push_str("<h2>Against the baseline</h2>");
-    for name in CHARTED {
+    for name in cols.charted {
         // a percentage's change in points (a relative change of a near-zero share explodes),
         // anything else relative to the baseline's mean
         let points = name.ends_with("_percent");
@@ -422,22 +462,26 @@ pub fn write_report(dir: &Path, out: &Path, baseline: Option<&str>) -> Result<us
         h.push_str(&bar_chart(name, if points { "points" } else { "%" }, &bars));
     }
     // timelines
-    h.push_str("<h2>Timelines (first run of each configuration)</h2>");
-    for c in &configs {
-        if let Some(r) = c.first {
-            h.push_str(&timeline_chart(&c.label, r));
+    if real {
+        h.push_str("<h2>Timelines</h2><p>Real runs record no timeline; `numalab record` samples a running program's memory accesses over time (docs/record.md).</p>");
+    } else {
+        h.push_str("<h2>Timelines (first run of each configuration)</h2>");
+        for c in &configs {
+            if let Some(r) = c.first {
+                h.push_str(&timeline_chart(&c.label, r));
+            }
         }
     }
     // correlation with run time
-    h.push_str("<h2>Correlation with run time</h2><p>Pearson's r of each metric with the simulated time, over every successful run that has both.</p><table class=\"sortable\" id=\"correlation\"><thead><tr><th class=\"l\">metric</th><th>r</th><th>runs</th></tr></thead><tbody>");
-    let all: Vec<&RunMetrics> = configs
+    let _ = write!(h, "<h2>Correlation with run time</h2><p>Pearson's r of each metric with {}, over every successful run that has both.</p><table class=\"sortable\" id=\"correlation\"><thead><tr><th class=\"l\">metric</th><th>r</th><th>runs</th></tr></thead><tbody>", cols.time_words);
+    let all: Vec<&Row> = configs
         .iter()
-        .flat_map(|c| c.rows.iter().filter_map(|r| r.metrics.as_ref()))
+        .flat_map(|c| c.rows.iter().copied())
         .collect();
-    for name in METRIC_COLUMNS.iter().filter(|n| **n != "sim_time_ms") {
+    for name in cols.names.iter().filter(|n| **n != cols.time) {
         let pairs: Vec<(f64, f64)> = all
             .iter()
-            .filter_map(|m| Some((metric(m, name)?, m.sim_time_ms)))
+            .filter_map(|r| Some((value(r, name)?, value(r, cols.time)?)))
             .collect();
         let (x, y): (Vec<f64>, Vec<f64>) = pairs.iter().copied().unzip();
         let r = pearson(&x, &y);
