@@ -37,17 +37,29 @@ pub struct ValidateArgs {
     /// Host threads (default: all cores).
     #[arg(long)]
     jobs: Option<usize>,
-    /// Runs per configuration, seeds 1..=N, each thread's start skewed by up to
-    /// --start-skew-us: values are averaged (times first) and their range shown in brackets.
-    /// 1 (the default) is the one deterministic run.
-    #[arg(long, default_value_t = 1)]
-    repeats: usize,
+    /// Runs per configuration: `auto` (the default) runs seeds 1 and 2, and seeds up to 6 for
+    /// a configuration whose two runs differ by more than 1 % (a run decided by a race); N
+    /// runs seeds 1..=N; 1 is the one deterministic run. Repeated runs skew each thread's
+    /// start by up to --start-skew-us; values are averaged (times first) and their range shown
+    /// in brackets.
+    #[arg(long, default_value = "auto", value_parser = parse_repeats, value_name = "N|auto")]
+    repeats: numalab_validate::Repeats,
     /// The start skew of repeated runs, simulated microseconds.
     #[arg(long, default_value_t = numalab_validate::DEFAULT_START_SKEW_NS / 1000.0, allow_negative_numbers = true)]
     start_skew_us: f64,
     /// No progress bar.
     #[arg(long, short = 'q')]
     quiet: bool,
+}
+
+fn parse_repeats(s: &str) -> std::result::Result<numalab_validate::Repeats, String> {
+    if s == "auto" {
+        return Ok(numalab_validate::Repeats::Auto);
+    }
+    match s.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(numalab_validate::Repeats::Fixed(n)),
+        _ => Err(format!("expected `auto` or a number of runs of at least 1 (got '{s}')")),
+    }
 }
 
 fn read_ids(p: &std::path::Path) -> Result<Vec<String>> {
@@ -136,13 +148,19 @@ pub fn run(a: ValidateArgs) -> Result<()> {
         card.rows.len(),
         card.host_seconds,
         card.epoch_us,
-        if a.repeats > 1 {
-            format!(
-                "; {} runs per configuration, seeds 1-{}, starts skewed by up to {} µs",
-                a.repeats, a.repeats, a.start_skew_us
-            )
-        } else {
-            String::new()
+        match a.repeats {
+            numalab_validate::Repeats::Fixed(1) => "; one deterministic run per configuration".to_string(),
+            numalab_validate::Repeats::Fixed(n) => format!(
+                "; {n} runs per configuration, seeds 1-{n}, starts skewed by up to {} µs",
+                a.start_skew_us
+            ),
+            numalab_validate::Repeats::Auto => format!(
+                "; seeds 1-2 per configuration, 1-{} for the {} whose two runs differed by more than {} %, starts skewed by up to {} µs",
+                numalab_validate::AUTO_MAX_SEEDS,
+                card.runs.iter().filter(|r| r.sim_ms_repeats.len() > 2).count(),
+                numalab_validate::AUTO_SPREAD * 100.0,
+                a.start_skew_us
+            ),
         }
     );
     output::print_report(&report, json_stdout);

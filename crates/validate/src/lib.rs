@@ -28,11 +28,41 @@ pub struct Options {
     pub epoch_ns: f64,
     /// Host threads (0: all cores).
     pub jobs: usize,
-    /// Runs per configuration. One: the deterministic run (threads start together). More:
-    /// seeds 1..=repeats with threads' starts skewed by up to `start_skew_ns`, values
-    /// averaged (times first for comparisons), their range reported (docs/VALIDATION.md).
-    pub repeats: usize,
+    /// Runs per configuration (docs/VALIDATION.md, "Runs as samples").
+    pub repeats: Repeats,
     pub start_skew_ns: f64,
+}
+
+/// How many runs each configuration gets. Repeated runs take seeds 1, 2, ... with threads'
+/// starts skewed by up to `start_skew_ns`; their values are averaged (times first for
+/// comparisons) and their range reported.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Repeats {
+    /// `Fixed(1)`: the one deterministic run (threads start together, default seed);
+    /// `Fixed(n)`: seeds 1..=n.
+    Fixed(usize),
+    /// Seeds 1 and 2 for every configuration; one whose two runs differ by more than
+    /// [`AUTO_SPREAD`] in simulated time is decided by a race (which node wins a few hot huge
+    /// pages, docs/VALIDATION.md) and gets seeds up to [`AUTO_MAX_SEEDS`], so that its
+    /// distribution is scored rather than one draw of it.
+    Auto,
+}
+
+/// Two seeds of a configuration within this share of each other: its run is not race-decided.
+/// Runs without THP races agree within 0.3 % (docs/VALIDATION.md, "Runs as samples").
+pub const AUTO_SPREAD: f64 = 0.01;
+/// Seeds a race-decided configuration gets under [`Repeats::Auto`]: with per-seed spreads of
+/// 20-35 points in the G14 THP cases, six seeds put the mean's standard error near 5 points.
+pub const AUTO_MAX_SEEDS: usize = 6;
+
+impl Repeats {
+    /// Seeds run for every configuration before any is judged.
+    fn first_wave(self) -> usize {
+        match self {
+            Repeats::Fixed(n) => n,
+            Repeats::Auto => 2,
+        }
+    }
 }
 
 /// The start skew of repeated runs: 1 µs, the order of a thread's wake-up latency (E).
@@ -43,7 +73,7 @@ impl Default for Options {
         Options {
             epoch_ns: 20_000.0,
             jobs: 0,
-            repeats: 1,
+            repeats: Repeats::Auto,
             start_skew_ns: DEFAULT_START_SKEW_NS,
         }
     }
@@ -181,46 +211,64 @@ pub fn run(
             opts.epoch_ns
         ));
     }
-    if opts.repeats == 0 {
+    if opts.repeats == Repeats::Fixed(0) {
         return Err(anyhow!(
             "--repeats 0: expected at least 1 run per configuration"
         ));
     }
     let started = Instant::now();
     let Plan { specs, per_case } = plan(cases)?;
-    let repeats = opts.repeats;
+    let seeded = opts.repeats != Repeats::Fixed(1);
+    let first = opts.repeats.first_wave();
     let done = AtomicUsize::new(0);
-    let total = specs.len() * repeats;
-    progress(0, total);
+    let total = AtomicUsize::new(specs.len() * first);
+    progress(0, specs.len() * first);
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(opts.jobs)
         .build()?;
+    let simulate = |jobs: Vec<(usize, usize)>| -> Vec<((usize, usize), Result<SimResult, String>)> {
+        pool.install(|| {
+            jobs.par_iter()
+                .map(|&(i, k)| {
+                    let spec = &specs[i];
+                    let mut cfg = spec.sim_config(opts.epoch_ns, 0);
+                    if seeded {
+                        cfg.seed = k as u64 + 1;
+                        cfg.start_skew_ns = opts.start_skew_ns;
+                    }
+                    let r = numalab_workloads::by_spec(&spec.workload, spec.threads)
+                        .map_err(|e| e.to_string())
+                        .and_then(|wl| {
+                            numalab_sim::simulate(&spec.machine, wl.as_ref(), cfg)
+                                .map_err(|e| format!("simulating '{}': {e}", spec.label))
+                        });
+                    let d = done.fetch_add(1, Ordering::Relaxed) + 1;
+                    progress(d, total.load(Ordering::Relaxed));
+                    ((i, k), r)
+                })
+                .collect()
+        })
+    };
     // Longest-looking runs first keeps the pool busy to the end (threads × a crude size).
-    let mut order: Vec<(usize, usize)> = (0..specs.len())
-        .flat_map(|i| (0..repeats).map(move |k| (i, k)))
-        .collect();
-    order.sort_by_key(|&(i, _)| std::cmp::Reverse(specs[i].threads));
-    let mut results: Vec<((usize, usize), Result<SimResult, String>)> = pool.install(|| {
-        order
-            .par_iter()
-            .map(|&(i, k)| {
-                let spec = &specs[i];
-                let mut cfg = spec.sim_config(opts.epoch_ns, 0);
-                if repeats > 1 {
-                    cfg.seed = k as u64 + 1;
-                    cfg.start_skew_ns = opts.start_skew_ns;
-                }
-                let r = numalab_workloads::by_spec(&spec.workload, spec.threads)
-                    .map_err(|e| e.to_string())
-                    .and_then(|wl| {
-                        numalab_sim::simulate(&spec.machine, wl.as_ref(), cfg)
-                            .map_err(|e| format!("simulating '{}': {e}", spec.label))
-                    });
-                progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
-                ((i, k), r)
-            })
-            .collect()
-    });
+    let longest_first = |mut jobs: Vec<(usize, usize)>| {
+        jobs.sort_by_key(|&(i, _)| std::cmp::Reverse(specs[i].threads));
+        jobs
+    };
+    let mut results = simulate(longest_first(
+        (0..specs.len())
+            .flat_map(|i| (0..first).map(move |k| (i, k)))
+            .collect(),
+    ));
+    if opts.repeats == Repeats::Auto {
+        let more = longest_first(
+            race_decided(specs.len(), &results)
+                .into_iter()
+                .flat_map(|i| (first..AUTO_MAX_SEEDS).map(move |k| (i, k)))
+                .collect(),
+        );
+        total.fetch_add(more.len(), Ordering::Relaxed);
+        results.extend(simulate(more));
+    }
     results.sort_by_key(|(ik, _)| *ik);
     // results[spec][repeat]
     let mut per_spec: Vec<Vec<Result<SimResult, String>>> =
@@ -242,7 +290,7 @@ pub fn run(
                 threads: spec.threads,
                 config: spec.label.clone(),
                 sim_ms: all.then(|| mean(&ms)),
-                sim_ms_repeats: if repeats > 1 && all { ms } else { Vec::new() },
+                sim_ms_repeats: if rs.len() > 1 && all { ms } else { Vec::new() },
                 host_seconds: all.then(|| ok.iter().map(|r| r.host_seconds).sum()),
             }
         })
@@ -261,6 +309,25 @@ pub fn run(
         started.elapsed().as_secs_f64(),
         opts.epoch_ns / 1000.0,
     ))
+}
+
+/// The configurations whose first runs differ by more than [`AUTO_SPREAD`] in simulated
+/// time (a failed run counts as no difference: its error is reported anyway).
+fn race_decided(specs: usize, results: &[((usize, usize), Result<SimResult, String>)]) -> Vec<usize> {
+    let mut ms: Vec<Vec<f64>> = vec![Vec::new(); specs];
+    for ((i, _), r) in results {
+        if let Ok(r) = r {
+            ms[*i].push(r.sim_time_ns);
+        }
+    }
+    ms.iter()
+        .enumerate()
+        .filter(|(_, v)| {
+            let (lo, hi) = v.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+            v.len() > 1 && hi - lo > AUTO_SPREAD * mean(v)
+        })
+        .map(|(i, _)| i)
+        .collect()
 }
 
 fn mean(v: &[f64]) -> f64 {

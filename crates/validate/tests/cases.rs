@@ -1,6 +1,6 @@
 //! The built-in cases are well formed, and the suite scores a real simulation end to end.
 
-use numalab_validate::{case, plan, run, score::Status, select, Options};
+use numalab_validate::{case, plan, run, score::Status, select, Options, Repeats};
 
 #[test]
 fn every_builtin_case_parses_and_resolves() {
@@ -157,11 +157,15 @@ metric = "speedup_percent"
 published = -10
 "#;
     let cases = case::parse("t.toml", text).unwrap();
-    let one = run(&cases, &Options::default(), &|_, _| {}).unwrap();
+    let deterministic = Options {
+        repeats: Repeats::Fixed(1),
+        ..Options::default()
+    };
+    let one = run(&cases, &deterministic, &|_, _| {}).unwrap();
     assert!(one.rows.iter().all(|r| r.spread.is_none()));
     assert!(one.runs.iter().all(|r| r.sim_ms_repeats.is_empty()));
     let opts = Options {
-        repeats: 3,
+        repeats: Repeats::Fixed(3),
         ..Options::default()
     };
     let three = run(&cases, &opts, &|_, _| {}).unwrap();
@@ -181,11 +185,63 @@ published = -10
     }
     assert!(three.table().contains(" ["), "{}", three.table());
     let none = Options {
-        repeats: 0,
+        repeats: Repeats::Fixed(0),
         ..Options::default()
     };
     let e = run(&cases, &none, &|_, _| {}).err().unwrap().to_string();
     assert!(e.contains("--repeats 0"), "{e}");
+}
+
+#[test]
+fn auto_repeats_sample_further_only_the_runs_a_race_decides() {
+    // CG class W with THP on all 24 CPUs: the threads race for the vectors' huge pages and
+    // two seeds differ by more than 1 %; with 4 KiB pages they agree within 0.3 %.
+    let text = r#"
+[source]
+id = "T"
+citation = "a test"
+
+[[case]]
+id = "T.thp-time"
+cite = "test"
+what = "THP against 4 KiB pages"
+machine = "opteron6164he-4n"
+workload = "npb-cg:class=W,niter=2"
+threads = 24
+pin = "sequential"
+base = "thp=never"
+config = "thp=always"
+metric = "speedup_percent"
+published = -10
+"#;
+    let cases = case::parse("t.toml", text).unwrap();
+    let card = run(&cases, &Options::default(), &|_, _| {}).unwrap();
+    let runs = |config: &str| {
+        card.runs
+            .iter()
+            .find(|r| r.config.contains(config))
+            .unwrap()
+            .sim_ms_repeats
+            .clone()
+    };
+    let spread = |v: &[f64]| (v[0] - v[1]).abs() / ((v[0] + v[1]) / 2.0);
+    let (small, thp) = (runs("thp=never"), runs("thp=always"));
+    assert_eq!(small.len(), 2, "4 KiB: seeds 1 and 2 only: {small:?}");
+    assert!(spread(&small) <= numalab_validate::AUTO_SPREAD, "{small:?}");
+    assert_eq!(thp.len(), numalab_validate::AUTO_MAX_SEEDS, "THP: sampled further: {thp:?}");
+    assert!(spread(&thp) > numalab_validate::AUTO_SPREAD, "{thp:?}");
+    // the fixed runs of the same seeds are the auto run's first ones
+    let two = run(
+        &cases,
+        &Options {
+            repeats: Repeats::Fixed(2),
+            ..Options::default()
+        },
+        &|_, _| {},
+    )
+    .unwrap();
+    let thp2 = &two.runs.iter().find(|r| r.config.contains("thp=always")).unwrap().sim_ms_repeats;
+    assert_eq!(thp2[..], thp[..2]);
 }
 
 /// A two-program mix, local or with both programs' memory on the other node.
