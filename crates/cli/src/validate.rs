@@ -58,7 +58,9 @@ fn parse_repeats(s: &str) -> std::result::Result<numalab_validate::Repeats, Stri
     }
     match s.parse::<usize>() {
         Ok(n) if n >= 1 => Ok(numalab_validate::Repeats::Fixed(n)),
-        _ => Err(format!("expected `auto` or a number of runs of at least 1 (got '{s}')")),
+        _ => Err(format!(
+            "expected `auto` or a number of runs of at least 1 (got '{s}')"
+        )),
     }
 }
 

@@ -313,7 +313,10 @@ pub fn run(
 
 /// The configurations whose first runs differ by more than [`AUTO_SPREAD`] in simulated
 /// time (a failed run counts as no difference: its error is reported anyway).
-fn race_decided(specs: usize, results: &[((usize, usize), Result<SimResult, String>)]) -> Vec<usize> {
+fn race_decided(
+    specs: usize,
+    results: &[((usize, usize), Result<SimResult, String>)],
+) -> Vec<usize> {
     let mut ms: Vec<Vec<f64>> = vec![Vec::new(); specs];
     for ((i, _), r) in results {
         if let Ok(r) = r {
@@ -323,7 +326,9 @@ fn race_decided(specs: usize, results: &[((usize, usize), Result<SimResult, Stri
     ms.iter()
         .enumerate()
         .filter(|(_, v)| {
-            let (lo, hi) = v.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+            let (lo, hi) = v.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &x| {
+                (lo.min(x), hi.max(x))
+            });
             v.len() > 1 && hi - lo > AUTO_SPREAD * mean(v)
         })
         .map(|(i, _)| i)
@@ -417,11 +422,17 @@ fn measure(c: &SourcedCase, runs: &CaseRuns, results: &[Vec<Result<SimResult, St
     );
     let (value, each) = if metric.is_comparative() {
         match (&times_b, &times_m) {
+            // Seed by seed; where one side has fewer seeds (`--repeats auto` samples only
+            // the race-decided side further, the other's seeds agreeing within 1 %), its
+            // mean stands for the seeds it did not run.
             (Some(tb), Some(tc)) => (
                 metric.compare(mean(tb), mean(tc)),
-                tb.iter()
-                    .zip(tc)
-                    .map(|(&x, &y)| metric.compare(x, y))
+                (0..tb.len().max(tc.len()))
+                    .map(|i| {
+                        let x = tb.get(i).copied().unwrap_or_else(|| mean(tb));
+                        let y = tc.get(i).copied().unwrap_or_else(|| mean(tc));
+                        metric.compare(x, y)
+                    })
                     .collect(),
             ),
             _ => (None, Vec::new()),

@@ -228,8 +228,28 @@ published = -10
     let (small, thp) = (runs("thp=never"), runs("thp=always"));
     assert_eq!(small.len(), 2, "4 KiB: seeds 1 and 2 only: {small:?}");
     assert!(spread(&small) <= numalab_validate::AUTO_SPREAD, "{small:?}");
-    assert_eq!(thp.len(), numalab_validate::AUTO_MAX_SEEDS, "THP: sampled further: {thp:?}");
+    assert_eq!(
+        thp.len(),
+        numalab_validate::AUTO_MAX_SEEDS,
+        "THP: sampled further: {thp:?}"
+    );
     assert!(spread(&thp) > numalab_validate::AUTO_SPREAD, "{thp:?}");
+    // the per-seed range: seeds 1-2 against their own 4 KiB seeds, 3-6 against the 4 KiB mean
+    let speedup = |b: f64, c: f64| 100.0 * (b / c - 1.0);
+    let small_mean = (small[0] + small[1]) / 2.0;
+    let each: Vec<f64> = (0..thp.len())
+        .map(|i| speedup(small.get(i).copied().unwrap_or(small_mean), thp[i]))
+        .collect();
+    let (lo, hi) = card.rows[0].spread.expect("a range");
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-6;
+    assert!(
+        close(lo, each.iter().copied().fold(f64::INFINITY, f64::min)),
+        "{lo} vs {each:?}"
+    );
+    assert!(
+        close(hi, each.iter().copied().fold(f64::NEG_INFINITY, f64::max)),
+        "{hi} vs {each:?}"
+    );
     // the fixed runs of the same seeds are the auto run's first ones
     let two = run(
         &cases,
@@ -240,7 +260,12 @@ published = -10
         &|_, _| {},
     )
     .unwrap();
-    let thp2 = &two.runs.iter().find(|r| r.config.contains("thp=always")).unwrap().sim_ms_repeats;
+    let thp2 = &two
+        .runs
+        .iter()
+        .find(|r| r.config.contains("thp=always"))
+        .unwrap()
+        .sim_ms_repeats;
     assert_eq!(thp2[..], thp[..2]);
 }
 
