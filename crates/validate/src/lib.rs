@@ -226,7 +226,7 @@ pub fn run(
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(opts.jobs)
         .build()?;
-    let simulate = |jobs: Vec<(usize, usize)>| -> Vec<((usize, usize), Result<SimResult, String>)> {
+    let simulate = |jobs: Vec<(usize, usize)>| -> Vec<SeededRun> {
         pool.install(|| {
             jobs.par_iter()
                 .map(|&(i, k)| {
@@ -311,12 +311,12 @@ pub fn run(
     ))
 }
 
+/// One simulation's outcome: (configuration, seed index) and its result.
+type SeededRun = ((usize, usize), Result<SimResult, String>);
+
 /// The configurations whose first runs differ by more than [`AUTO_SPREAD`] in simulated
 /// time (a failed run counts as no difference: its error is reported anyway).
-fn race_decided(
-    specs: usize,
-    results: &[((usize, usize), Result<SimResult, String>)],
-) -> Vec<usize> {
+fn race_decided(specs: usize, results: &[SeededRun]) -> Vec<usize> {
     let mut ms: Vec<Vec<f64>> = vec![Vec::new(); specs];
     for ((i, _), r) in results {
         if let Ok(r) = r {
