@@ -107,7 +107,12 @@ impl NodeBuffer {
 
     /// Write one byte per base page: each page is faulted in, on the bound node.
     pub fn touch(&self) {
-        for off in (0..self.len).step_by(BASE_PAGE_BYTES) {
+        self.touch_every(BASE_PAGE_BYTES);
+    }
+
+    /// Write one byte every `step` bytes (a page size: one first-touch fault per page).
+    pub fn touch_every(&self, step: usize) {
+        for off in (0..self.len).step_by(step) {
             // SAFETY: off < len, inside the mapping.
             unsafe { std::ptr::write_volatile(self.ptr.add(off), 1) };
         }

@@ -48,22 +48,7 @@ pub fn fault_4k(
     bytes: usize,
     runs: usize,
 ) -> Result<Measured<FaultCost>, CalibrateError> {
-    on_cpu(cpu, || {
-        let mut v = Vec::new();
-        let mut pages = 0;
-        for _ in 0..runs.max(1) {
-            let buf = NodeBuffer::new(bytes, os_node, Pages::Base, false)?;
-            pages = buf.len() / BASE_PAGE_BYTES;
-            let t = Instant::now();
-            buf.touch();
-            v.push(t.elapsed().as_nanos() as f64 / pages as f64);
-        }
-        Ok(Measured::Value(FaultCost {
-            ns: median(&mut v),
-            pages,
-            runs: runs.max(1),
-        }))
-    })
+    first_touch(cpu, os_node, bytes, runs, Pages::Base, |_| None)
 }
 
 /// First-touch faults of 2 MiB transparent huge pages: one write per 2 MiB of a fresh
@@ -75,33 +60,50 @@ pub fn fault_2m(
     bytes: usize,
     runs: usize,
 ) -> Result<Measured<FaultCost>, CalibrateError> {
+    first_touch(cpu, os_node, bytes, runs, Pages::Huge, |buf| {
+        match buf.huge_fraction() {
+        Some(f) if f >= 0.9 => None,
+        Some(f) => Some(format!(
+            "the kernel gave {:.0} % of a MADV_HUGEPAGE buffer as 2 MiB pages (THP off, or no free 2 MiB blocks on node {os_node}): \
+             enable THP (`numalab run --thp=madvise`, or /sys/kernel/mm/transparent_hugepage/enabled) and run again",
+            f * 100.0
+        )),
+        None => Some("/proc/self/smaps is not readable, so whether the pages were huge is unknown".into()),
+    }
+    })
+}
+
+/// `runs` times: a fresh buffer of `pages`, one write per page, timed; the median per page.
+/// `refused` says why a run's buffer does not count (its pages were not the size asked for).
+fn first_touch(
+    cpu: u32,
+    os_node: u32,
+    bytes: usize,
+    runs: usize,
+    pages: Pages,
+    refused: impl Fn(&NodeBuffer) -> Option<String> + Send + Sync,
+) -> Result<Measured<FaultCost>, CalibrateError> {
+    let page_bytes = match pages {
+        Pages::Base => BASE_PAGE_BYTES,
+        Pages::Huge => HUGE_PAGE_BYTES,
+    };
     on_cpu(cpu, || {
         let mut v = Vec::new();
-        let mut pages = 0;
+        let mut count = 0;
         for _ in 0..runs.max(1) {
-            let buf = NodeBuffer::new(bytes.max(HUGE_PAGE_BYTES), os_node, Pages::Huge, false)?;
-            pages = buf.len() / HUGE_PAGE_BYTES;
+            let buf = NodeBuffer::new(bytes.max(page_bytes), os_node, pages, false)?;
+            count = buf.len() / page_bytes;
             let t = Instant::now();
-            for off in (0..buf.len()).step_by(HUGE_PAGE_BYTES) {
-                // SAFETY: inside the buffer.
-                unsafe { std::ptr::write_volatile(buf.as_mut_ptr().add(off), 1) };
+            buf.touch_every(page_bytes);
+            let ns = t.elapsed().as_nanos() as f64 / count as f64;
+            if let Some(why) = refused(&buf) {
+                return Ok(Measured::skipped(why));
             }
-            let ns = t.elapsed().as_nanos() as f64 / pages as f64;
-            match buf.huge_fraction() {
-                Some(f) if f >= 0.9 => v.push(ns),
-                Some(f) => {
-                    return Ok(Measured::skipped(format!(
-                        "the kernel gave {:.0} % of a MADV_HUGEPAGE buffer as 2 MiB pages (THP off, or no free 2 MiB blocks on node {os_node}): \
-                         enable THP (`numalab run --thp=madvise`, or /sys/kernel/mm/transparent_hugepage/enabled) and run again",
-                        f * 100.0
-                    )))
-                }
-                None => return Ok(Measured::skipped("/proc/self/smaps is not readable, so whether the pages were huge is unknown")),
-            }
+            v.push(ns);
         }
         Ok(Measured::Value(FaultCost {
             ns: median(&mut v),
-            pages,
+            pages: count,
             runs: runs.max(1),
         }))
     })
