@@ -1,5 +1,5 @@
-//! From measurements to machine-file figures (docs/calibrate.md, "From measurements to
-//! figures"). Each figure carries how it was measured, which the override file prints above
+//! From measurements to machine-file figures (docs/calibrate.md, "What is measured, and
+//! how"). Each figure carries how it was measured, which the override file prints above
 //! it. A figure that could not be measured is left out, so the base description's value stays.
 
 use crate::loaded::LoadedPoint;
