@@ -139,6 +139,7 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     let measured = measured.context("calibration failed; nothing was written")?;
     let fitted = fit::fit(&base, &measured).map_err(anyhow::Error::msg)?;
 
+    let base_existed = base_path.exists();
     if write_base {
         crate::output::write_atomic(
             &base_path,
@@ -160,7 +161,8 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     let calibrated = match calibrated {
         Ok(m) => m,
         Err(e) => {
-            if write_base {
+            // the topology file written for this output goes too; one from before stays
+            if write_base && !base_existed {
                 let _ = std::fs::remove_file(&base_path);
             }
             return Err(e);
