@@ -453,19 +453,7 @@ fn range_pages(start: u64, len: u64) -> impl Iterator<Item = u64> {
 }
 
 fn set_affinity(tid: i32, cpu: u32) -> Result<(), std::io::Error> {
-    // SAFETY: cpu_set_t is plain data; CPU_SET writes within it for cpu < CPU_SETSIZE,
-    // checked first.
-    unsafe {
-        if cpu as usize >= libc::CPU_SETSIZE as usize {
-            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
-        }
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu as usize, &mut set);
-        if libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
+    numalab_linux::syscalls::set_cpu_affinity(tid, &[numalab_core::CpuId(cpu)])
 }
 
 /// process_madvise(pidfd_open(pid), [start, len), advice): Err(errno).

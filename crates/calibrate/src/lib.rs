@@ -252,8 +252,8 @@ pub fn measure(
         for s in (0..n).filter(|&s| !nodes[s].cpus.is_empty()) {
             progress.step(&format!("latency from node {s} to node {d}"));
             let cpu = nodes[s].cpus[0];
-            latency[s][d] = Some(on_cpu(cpu, || {
-                chase::median_latency_ns(start, opts.chase_loads, opts.runs)
+            latency[s][d] = Some(memory::on_cpu(cpu, || {
+                Ok(chase::median_latency_ns(start, opts.chase_loads, opts.runs))
             })?);
             progress.step(&format!("bandwidth from node {s} to node {d}"));
             bandwidth[s][d] = Some(stream::read_gbps(
@@ -275,17 +275,19 @@ pub fn measure(
     progress.step("first-touch faults");
     let home = nearest_cpu_node(m, &nodes, 0).expect("checked above: some node has CPUs");
     let (cpu, os_node) = (nodes[home].cpus[0], nodes[home].os_node);
-    let fault_4k = if nodes[home].memory_allowed {
-        oscosts::fault_4k(cpu, os_node, opts.fault_bytes, opts.runs)?
-    } else {
-        Measured::skipped(format!("this process may not allocate on node {home}"))
-    };
+    let faults =
+        |measure: fn(u32, u32, usize, usize) -> Result<Measured<FaultCost>, CalibrateError>| {
+            if nodes[home].memory_allowed {
+                measure(cpu, os_node, opts.fault_bytes, opts.runs)
+            } else {
+                Ok(Measured::skipped(format!(
+                    "this process may not allocate on node {home}"
+                )))
+            }
+        };
+    let fault_4k = faults(oscosts::fault_4k)?;
     progress.step("first-touch faults of 2 MiB pages");
-    let fault_2m = if nodes[home].memory_allowed {
-        oscosts::fault_2m(cpu, os_node, opts.fault_bytes, opts.runs)?
-    } else {
-        Measured::skipped(format!("this process may not allocate on node {home}"))
-    };
+    let fault_2m = faults(oscosts::fault_2m)?;
     progress.step("first-touch fault of a 1 GiB page");
     let fault_1g = oscosts::fault_1g(cpu, os_node)?;
     progress.step("move_pages");
@@ -373,13 +375,4 @@ fn sweep(
         injectors_local,
         points,
     }))
-}
-
-/// Run `f` on a thread pinned to `cpu`.
-fn on_cpu<T: Send>(cpu: u32, f: impl FnOnce() -> T + Send) -> Result<T, CalibrateError> {
-    std::thread::scope(|s| {
-        s.spawn(|| memory::pin_to(cpu).map(|_| f()))
-            .join()
-            .expect("a measuring thread")
-    })
 }

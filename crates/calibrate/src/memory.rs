@@ -84,21 +84,7 @@ impl NodeBuffer {
         // SAFETY: madvise on our own mapping. A kernel without THP refuses MADV_HUGEPAGE with
         // EINVAL: the buffer then has base pages, which huge_fraction reports.
         unsafe { libc::madvise(buf.ptr as *mut libc::c_void, len, advice) };
-        let node = NodeId(os_node as u16);
-        mbind(
-            buf.ptr as usize,
-            len,
-            &MemPolicy::Bind {
-                nodes: NodeMask::single(node),
-                numa_balancing: false,
-            },
-            ModeFlags::empty(),
-            MbindFlags::empty(),
-        )
-        .map_err(|e| CalibrateError::Linux {
-            what: format!("binding a buffer to node {os_node}"),
-            err: e,
-        })?;
+        bind_to_node(buf.ptr as usize, len, os_node)?;
         if touch {
             buf.touch();
         }
@@ -171,34 +157,56 @@ impl Drop for NodeBuffer {
     }
 }
 
+/// Bind `[addr, addr + len)` of this process to node `os_node` (MPOL_BIND): its pages are
+/// allocated there when first touched.
+pub fn bind_to_node(addr: usize, len: usize, os_node: u32) -> Result<(), CalibrateError> {
+    mbind(
+        addr,
+        len,
+        &MemPolicy::Bind {
+            nodes: NodeMask::single(NodeId(os_node as u16)),
+            numa_balancing: false,
+        },
+        ModeFlags::empty(),
+        MbindFlags::empty(),
+    )
+    .map_err(|err| CalibrateError::Linux {
+        what: format!("binding memory to node {os_node}"),
+        err,
+    })
+}
+
 /// Pin the calling thread to one CPU.
 pub fn pin_to(cpu: u32) -> Result<(), CalibrateError> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET only writes inside it.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    unsafe { libc::CPU_SET(cpu as usize, &mut set) };
-    // SAFETY: 0 = the calling thread; the set is initialised above.
-    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
-        return Err(CalibrateError::Os {
+    numalab_linux::syscalls::set_cpu_affinity(0, &[numalab_core::CpuId(cpu)]).map_err(|err| {
+        CalibrateError::Os {
             what: format!("pinning a thread to CPU {cpu}"),
-            err: std::io::Error::last_os_error(),
-        });
-    }
-    Ok(())
+            err,
+        }
+    })
+}
+
+/// Run `f` on a thread pinned to `cpu`, so that the caller's own affinity is left as it was.
+pub fn on_cpu<T: Send>(
+    cpu: u32,
+    f: impl FnOnce() -> Result<T, CalibrateError> + Send,
+) -> Result<T, CalibrateError> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            pin_to(cpu)?;
+            f()
+        })
+        .join()
+        .expect("a measuring thread")
+    })
 }
 
 /// The CPUs this process may run on (its affinity mask).
 pub fn allowed_cpus() -> Result<Vec<u32>, CalibrateError> {
-    // SAFETY: as in pin_to.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0
-    {
-        return Err(CalibrateError::Os {
+    numalab_linux::syscalls::cpu_affinity()
+        .map(|cpus| cpus.into_iter().map(|c| c.0).collect())
+        .map_err(|err| CalibrateError::Os {
             what: "reading this process's CPU affinity".into(),
-            err: std::io::Error::last_os_error(),
-        });
-    }
-    Ok((0..libc::CPU_SETSIZE as usize)
-        .filter(|&i| unsafe { libc::CPU_ISSET(i, &set) })
-        .map(|i| i as u32)
-        .collect())
+            err,
+        })
 }

@@ -3,7 +3,7 @@
 //! machine file (`[os]`, docs/machine-format.md).
 
 use crate::chase::median;
-use crate::memory::{pin_to, NodeBuffer, Pages, BASE_PAGE_BYTES, HUGE_PAGE_BYTES};
+use crate::memory::{bind_to_node, on_cpu, NodeBuffer, Pages, BASE_PAGE_BYTES, HUGE_PAGE_BYTES};
 use crate::CalibrateError;
 use serde::Serialize;
 use std::time::Instant;
@@ -149,16 +149,7 @@ pub fn fault_1g(cpu: u32, os_node: u32) -> Result<Measured<FaultCost>, Calibrate
                 std::io::Error::last_os_error()
             )));
         }
-        let bound = numalab_linux::syscalls::mbind(
-            p as usize,
-            GIB,
-            &numalab_core::MemPolicy::Bind {
-                nodes: numalab_core::NodeMask::single(numalab_core::NodeId(os_node as u16)),
-                numa_balancing: false,
-            },
-            numalab_linux::ModeFlags::empty(),
-            numalab_linux::MbindFlags::empty(),
-        );
+        let bound = bind_to_node(p as usize, GIB, os_node);
         let t = Instant::now();
         if bound.is_ok() {
             // SAFETY: inside the mapping.
@@ -173,7 +164,7 @@ pub fn fault_1g(cpu: u32, os_node: u32) -> Result<Measured<FaultCost>, Calibrate
                 pages: 1,
                 runs: 1,
             }),
-            Err(e) => Measured::skipped(format!("binding the 1 GiB page to node {os_node}: {e}")),
+            Err(e) => Measured::skipped(format!("the 1 GiB page: {e}")),
         })
     })
 }
@@ -297,19 +288,4 @@ fn timed_move(pages: &[usize], node: u32) -> Result<f64, CalibrateError> {
         });
     }
     Ok(ns)
-}
-
-/// Run `f` on a thread pinned to `cpu` (so the caller's own affinity is left as it was).
-fn on_cpu<T: Send>(
-    cpu: u32,
-    f: impl FnOnce() -> Result<T, CalibrateError> + Send,
-) -> Result<T, CalibrateError> {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            pin_to(cpu)?;
-            f()
-        })
-        .join()
-        .expect("a measuring thread")
-    })
 }

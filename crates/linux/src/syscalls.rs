@@ -441,6 +441,40 @@ pub fn mems_allowed() -> Result<NodeMask, Error> {
     Ok(nodes)
 }
 
+/// `sched_getaffinity(2)` of the calling thread: the CPUs it may run on.
+pub fn cpu_affinity() -> std::io::Result<Vec<numalab_core::CpuId>> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it, and CPU_ISSET reads within
+    // it for indices below CPU_SETSIZE.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0
+    {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((0..libc::CPU_SETSIZE as usize)
+        .filter(|&i| unsafe { libc::CPU_ISSET(i, &set) })
+        .map(|i| numalab_core::CpuId(i as u32))
+        .collect())
+}
+
+/// `sched_setaffinity(2)`: thread `tid` (0: the calling thread) may run on `cpus` only. A CPU
+/// beyond what a `cpu_set_t` holds (`CPU_SETSIZE`) is EINVAL, as the kernel says of a CPU it
+/// does not have.
+pub fn set_cpu_affinity(tid: libc::pid_t, cpus: &[numalab_core::CpuId]) -> std::io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; CPU_SET writes within it for CPUs below CPU_SETSIZE,
+    // checked first.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for c in cpus {
+        if c.0 as usize >= libc::CPU_SETSIZE as usize {
+            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        unsafe { libc::CPU_SET(c.0 as usize, &mut set) };
+    }
+    if unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// The base page size (a power of two).
 pub fn page_size_bytes() -> usize {
     // SAFETY: sysconf has no preconditions.

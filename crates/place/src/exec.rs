@@ -55,8 +55,8 @@ pub fn host_info(root: &SysRoot) -> Result<HostInfo, ExecError> {
         v.sort_unstable();
         v
     };
-    let allowed_cpus =
-        affinity_of_self().map_err(|e| ExecError::Host(format!("sched_getaffinity: {e}")))?;
+    let allowed_cpus = numalab_linux::syscalls::cpu_affinity()
+        .map_err(|e| ExecError::Host(format!("sched_getaffinity: {e}")))?;
     let current_cpu = CpuId(unsafe { libc::sched_getcpu() }.max(0) as u32);
     let node_cpus: Vec<(NodeId, Vec<CpuId>)> =
         tree.nodes.iter().map(|n| (n.id, n.cpus.clone())).collect();
@@ -110,32 +110,11 @@ fn thp_choice(s: &str) -> Option<ThpMode> {
     }
 }
 
-fn affinity_of_self() -> std::io::Result<Vec<CpuId>> {
-    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0
-    {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok((0..libc::CPU_SETSIZE as usize)
-        .filter(|&i| unsafe { libc::CPU_ISSET(i, &set) })
-        .map(|i| CpuId(i as u32))
-        .collect())
-}
-
 fn set_affinity(cpus: &[CpuId]) -> Result<(), ExecError> {
-    // SAFETY: as above; CPU_SET only touches the set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for c in cpus {
-        unsafe { libc::CPU_SET(c.0 as usize, &mut set) };
-    }
-    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
-        return Err(ExecError::Affinity {
-            cpus: numalab_machine::cpulist::format(cpus),
-            err: std::io::Error::last_os_error(),
-        });
-    }
-    Ok(())
+    numalab_linux::syscalls::set_cpu_affinity(0, cpus).map_err(|err| ExecError::Affinity {
+        cpus: numalab_machine::cpulist::format(cpus),
+        err,
+    })
 }
 
 /// Apply the plan's per-process parts to the calling process (inherited over fork and exec).
@@ -274,8 +253,8 @@ fn restore(saved: &[(String, String)]) {
 /// (crate::numactl_show).
 pub fn show() -> Result<String, ExecError> {
     let k = numalab_linux::syscalls::get_mempolicy()?;
-    let cpus =
-        affinity_of_self().map_err(|e| ExecError::Host(format!("sched_getaffinity: {e}")))?;
+    let cpus = numalab_linux::syscalls::cpu_affinity()
+        .map_err(|e| ExecError::Host(format!("sched_getaffinity: {e}")))?;
     let tree = numalab_linux::node::read_node_tree(&SysRoot::host())?;
     let st = crate::numactl_show::ShowState {
         raw_mode: k.raw_mode(),
