@@ -53,6 +53,16 @@ values = ["default", "interleave:all", "bind:1"]
 labels = ["local", "interleaved", "remote"]
 "#;
 
+/// The table of the page with id `id`, from its id to its end.
+fn table<'a>(page: &'a str, id: &str) -> &'a str {
+    page.split(&format!("id=\"{id}\""))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no table {id}"))
+        .split("</table>")
+        .next()
+        .unwrap()
+}
+
 /// Run the study and write its report; the report's path.
 fn report(dir: &Path) -> PathBuf {
     let file = dir.join("s.toml");
@@ -105,13 +115,7 @@ fn the_report_is_one_self_contained_page_with_its_charts() {
         "timelines"
     );
     // 3 configurations × 2 repeats in the runs table, error bars where repeats differ
-    let runs = html
-        .split("id=\"runs\"")
-        .nth(1)
-        .unwrap()
-        .split("</table>")
-        .next()
-        .unwrap();
+    let runs = table(&html, "runs");
     assert_eq!(runs.matches("<tr>").count(), 7, "a header and six runs");
     assert!(html.contains("baseline <b>mempolicy=local</b>"));
     assert!(html.contains("id=\"correlation\"") && html.contains("id=\"environment\""));
@@ -203,13 +207,7 @@ fn the_grid_studys_report_opens_in_chromium() {
         18,
         "one per configuration"
     );
-    let runs = dom
-        .split("id=\"runs\"")
-        .nth(1)
-        .unwrap()
-        .split("</table>")
-        .next()
-        .unwrap();
+    let runs = table(&dom, "runs");
     assert_eq!(runs.matches("<tr").count(), 19, "a header and 18 runs");
     for machine in [
         "machine=6164HE-4n",
@@ -296,21 +294,9 @@ labels = ["short", "long", "busy"]
         "real runs have no timeline"
     );
     assert!(dom.contains("Real runs, timed as hyperfine does"));
-    let runs = dom
-        .split("id=\"runs\"")
-        .nth(1)
-        .unwrap()
-        .split("</table>")
-        .next()
-        .unwrap();
+    let runs = table(&dom, "runs");
     assert_eq!(runs.matches("<tr").count(), 10, "a header and 9 runs");
-    let corr = dom
-        .split("id=\"correlation\"")
-        .nth(1)
-        .unwrap()
-        .split("</table>")
-        .next()
-        .unwrap();
+    let corr = table(&dom, "correlation");
     assert!(corr.contains("user_ms") && corr.contains("sys_ms") && !corr.contains(">wall_ms<"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
