@@ -126,14 +126,7 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         opts.buffer_bytes = mib as usize * MIB;
     }
     let json_stdout = crate::output::json_to_stdout(a.json.as_deref());
-    let bar = crate::output::count_bar("calibrating", "steps", false);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} calibrating: {pos}/{len} steps [{elapsed_precise}, about {eta} left] {wide_bar} {msg}",
-        )
-        .expect("a valid template"),
-    );
-    let mut progress = Bar(bar);
+    let mut progress = Bar(crate::output::count_bar("calibrating", "steps", false));
     let measured = numalab_calibrate::measure(&host, &opts, &mut progress);
     progress.0.finish_and_clear();
     let measured = measured.context("calibration failed; nothing was written")?;

@@ -480,8 +480,9 @@ pub fn with_temp<T>(p: &Path, write: impl FnOnce(&Path) -> Result<T>) -> Result<
     numalab_core::atomic_file::with_temp(p, write)
 }
 
-/// A bar counting `unit` done out of a total set later (`set_length`), with the time spent and
-/// an estimate of the time left, hidden when `quiet` (validate's simulations, a study's runs).
+/// A bar counting `unit` done out of a total set later (`set_length`), with the time spent, an
+/// estimate of the time left and the step under way (`set_message`, if any), hidden when
+/// `quiet` (validate's simulations, a study's runs, calibrate's measurements).
 pub fn count_bar(what: &str, unit: &str, quiet: bool) -> indicatif::ProgressBar {
     use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
     let bar = ProgressBar::new(0);
@@ -490,7 +491,7 @@ pub fn count_bar(what: &str, unit: &str, quiet: bool) -> indicatif::ProgressBar 
     }
     bar.set_style(
         ProgressStyle::with_template(&format!(
-            "{{spinner}} {what}: {{pos}}/{{len}} {unit} [{{elapsed_precise}}, about {{eta}} left] {{wide_bar}}"
+            "{{spinner}} {what}: {{pos}}/{{len}} {unit} [{{elapsed_precise}}, about {{eta}} left] {{wide_bar}} {{msg}}"
         ))
         .expect("a valid template"),
     );
