@@ -12,8 +12,8 @@
 
 use crate::grid::Grid;
 use crate::run::load_records;
-use crate::table::{RealMetrics, Row, RunMetrics, METRIC_COLUMNS, REAL_COLUMNS};
-use crate::StudyFile;
+use crate::table::{metric_values, Row, METRIC_COLUMNS, REAL_COLUMNS};
+use crate::{StudyFile, StudyKind};
 use anyhow::{bail, Context, Result};
 use numalab_sim::SimResult;
 use std::fmt::Write as _;
@@ -69,32 +69,10 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-fn metric(m: &RunMetrics, name: &str) -> Option<f64> {
-    let i = METRIC_COLUMNS.iter().position(|c| *c == name)?;
-    m.values()[i]
-}
-
-fn real_metric(m: &RealMetrics, name: &str) -> Option<f64> {
-    match name {
-        "wall_ms" => Some(m.wall_ms),
-        "user_ms" => Some(m.user_ms),
-        "sys_ms" => Some(m.sys_ms),
-        _ => None,
-    }
-}
-
-/// A run's value of column `name`: a simulation's metric or a real run's time.
-fn value(r: &Row, name: &str) -> Option<f64> {
-    match (&r.metrics, &r.real) {
-        (Some(m), _) => metric(m, name),
-        (None, Some(m)) => real_metric(m, name),
-        (None, None) => None,
-    }
-}
-
 /// What a study's runs measured: the table's columns, the charted ones, and the run time the
 /// others are correlated with.
 struct Columns {
+    kind: StudyKind,
     names: &'static [&'static str],
     charted: &'static [&'static str],
     time: &'static str,
@@ -102,6 +80,7 @@ struct Columns {
 }
 
 const SIM_COLUMNS: Columns = Columns {
+    kind: StudyKind::Sim,
     names: &METRIC_COLUMNS,
     charted: CHARTED,
     time: "sim_time_ms",
@@ -109,11 +88,20 @@ const SIM_COLUMNS: Columns = Columns {
 };
 
 const REAL_RUN_COLUMNS: Columns = Columns {
+    kind: StudyKind::Real,
     names: &REAL_COLUMNS,
     charted: &REAL_COLUMNS,
     time: "wall_ms",
     time_words: "the wall time",
 };
+
+impl Columns {
+    /// A run's value of column `name` (the table's own order of values: `metric_values`).
+    fn value(&self, r: &Row, name: &str) -> Option<f64> {
+        let i = self.names.iter().position(|c| *c == name)?;
+        metric_values(r, self.kind)[i]
+    }
+}
 
 /// One configuration's runs.
 struct ConfigRuns<'a> {
@@ -353,7 +341,7 @@ pub fn write_report(dir: &Path, out: &Path, baseline: Option<&str>) -> Result<us
         );
     }
     let study = StudyFile::load(&study_path)?;
-    let real = study.kind == crate::StudyKind::Real;
+    let real = study.kind == StudyKind::Real;
     let cols = if real {
         &REAL_RUN_COLUMNS
     } else {
@@ -391,7 +379,7 @@ pub fn write_report(dir: &Path, out: &Path, baseline: Option<&str>) -> Result<us
             }
         };
     let stats = |c: &ConfigRuns, name: &str| -> Option<(f64, f64)> {
-        let v: Vec<f64> = c.rows.iter().filter_map(|r| value(r, name)).collect();
+        let v: Vec<f64> = c.rows.iter().filter_map(|r| cols.value(r, name)).collect();
         mean_sd(&v)
     };
 
@@ -428,7 +416,7 @@ pub fn write_report(dir: &Path, out: &Path, baseline: Option<&str>) -> Result<us
                 esc(&r.status)
             );
             for name in cols.names {
-                let v = value(r, name);
+                let v = cols.value(r, name);
                 let _ = write!(
                     h,
                     "<td>{}</td>",
@@ -481,7 +469,7 @@ pub fn write_report(dir: &Path, out: &Path, baseline: Option<&str>) -> Result<us
     for name in cols.names.iter().filter(|n| **n != cols.time) {
         let pairs: Vec<(f64, f64)> = all
             .iter()
-            .filter_map(|r| Some((value(r, name)?, value(r, cols.time)?)))
+            .filter_map(|r| Some((cols.value(r, name)?, cols.value(r, cols.time)?)))
             .collect();
         let (x, y): (Vec<f64>, Vec<f64>) = pairs.iter().copied().unzip();
         let r = pearson(&x, &y);

@@ -186,7 +186,9 @@ pub fn columns(axis_keys: &[String], kind: StudyKind) -> Vec<String> {
     c
 }
 
-fn metric_values(r: &Row, kind: StudyKind) -> Vec<Option<f64>> {
+/// A row's metric values in the order of [`columns`]' metric part (a simulation's or a real
+/// run's; `None` where the run failed).
+pub(crate) fn metric_values(r: &Row, kind: StudyKind) -> Vec<Option<f64>> {
     match kind {
         StudyKind::Sim => r
             .metrics
