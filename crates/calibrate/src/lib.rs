@@ -181,12 +181,15 @@ pub fn usable_nodes(m: &Machine) -> Result<Vec<NodeUsed>, CalibrateError> {
 pub fn check_free_memory(nodes: &[NodeUsed], opts: &Options) -> Result<(), CalibrateError> {
     let need = 2 * opts.buffer_bytes.div_ceil(memory::HUGE_PAGE_BYTES) * memory::HUGE_PAGE_BYTES
         + 32 * MIB;
+    // Without a readable node tree the kernel judges (a bind to a full node then fails late).
+    let Ok(tree) = numalab_linux::node::read_node_tree(&numalab_linux::SysRoot::host()) else {
+        return Ok(());
+    };
     for n in nodes.iter().filter(|n| n.memory_allowed) {
-        let path = format!("/sys/devices/system/node/node{}/meminfo", n.os_node);
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
-        };
-        let Ok(info) = numalab_linux::node::parse_meminfo(&text, &path) else {
+        let Some(info) = tree
+            .node(numalab_core::NodeId(n.os_node as u16))
+            .and_then(|e| e.meminfo.as_ref())
+        else {
             continue;
         };
         let free = info.mem_free_kb as usize * 1024;
