@@ -1,5 +1,6 @@
 //! numactl's own test suite (what its `make check` runs: test/bind_range, checkaffinity,
-//! checktopology, distance, move_pages, nodemap, numademo, regress, tbitmap; Debian
+//! checktopology, distance, move_pages, nodemap, numademo, regress, tbitmap), plus
+//! test/regress2 (which `make test` runs after regress) and test/shmtest; Debian
 //! bookworm's numactl 2.0.16, built by scripts/numactl-suite.sh and staged into the VM at
 //! /numactl-suite by vm/lib/build.sh) on the 5-node test VM. The tests that run numactl or
 //! numastat run twice: with numactl's, and with `numalab run` and `numalab numastat` in their
@@ -13,9 +14,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 const SUITE: &str = "/numactl-suite";
-/// numactl's `TESTS` (Makefile.am) that run numactl or numastat: run with the real tools and
-/// with numalab's, and compared.
-const NUMACTL_TESTS: [&str; 4] = ["bind_range", "checkaffinity", "checktopology", "regress"];
+/// numactl's `TESTS` (Makefile.am) that run numactl or numastat, and `regress2` (the second
+/// script of Makefile.am's `test` target: distance, nodemap, checkaffinity, checktopology,
+/// tbitmap and bind_range in turn, with the build directory first in PATH, so its numactl is
+/// the one under test): run with the real tools and with numalab's, and compared.
+const NUMACTL_TESTS: [&str; 5] = [
+    "bind_range",
+    "checkaffinity",
+    "checktopology",
+    "regress",
+    "regress2",
+];
 /// The rest of `TESTS`: programs of libnuma's own (distance, move_pages, nodemap, numademo,
 /// tbitmap) that never run numactl or numastat, so replacing those changes nothing in them;
 /// run once, with the real tools, so that the whole of `make check` runs in the VM.
@@ -88,15 +97,18 @@ fn run_test(builddir: &Path, name: &str) -> Output {
         .unwrap()
 }
 
-/// The output with every number blanked (decimal, or hexadecimal such as an address, which
-/// differs from run to run) and every run of blanks one space (numbers of other widths move
-/// columns): what stays is which lines were printed and what they say.
-fn shape(o: &Output) -> String {
+/// The output of a test run from `builddir` with that directory written as `$builddir` (the
+/// scripts echo the programs they run by their path), every number blanked (decimal, or
+/// hexadecimal such as an address, which differs from run to run) and every run of blanks
+/// one space (numbers of other widths move columns): what stays is which lines were printed
+/// and what they say.
+fn shape(o: &Output, builddir: &Path) -> String {
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
-    );
+    )
+    .replace(&builddir.display().to_string(), "$builddir");
     let mut out = String::new();
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
@@ -175,8 +187,8 @@ fn numactls_test_suite_passes_with_numalab_as_it_does_with_numactl() {
             show(&with_numalab)
         );
         assert_eq!(
-            shape(&with_numalab),
-            shape(&real),
+            shape(&with_numalab, &ours),
+            shape(&real, Path::new(SUITE)),
             "{name}: the lines printed differ\nnumactl {}\nnumalab {}",
             show(&real),
             show(&with_numalab)
@@ -227,8 +239,8 @@ fn shmtest_ends_with_numalab_as_it_ends_with_numactl() {
     // the counter rows) taken around the failing command: which counter rows changed (numa_hit, other_node, ...) follows what else the
     // system allocated meanwhile, so the rows are compared as a table being printed, not
     // row by row
-    let without_rows = |o: &Output| {
-        shape(o)
+    let without_rows = |o: &Output, builddir: &Path| {
+        shape(o, builddir)
             .lines()
             .filter(|l| {
                 let row = l.trim_start_matches(['-', '+', ' ']);
@@ -238,16 +250,16 @@ fn shmtest_ends_with_numalab_as_it_ends_with_numactl() {
             .collect::<Vec<_>>()
             .join("\n")
     };
-    let counted = |o: &Output| shape(o).contains("numa_hit");
+    let counted = |o: &Output, builddir: &Path| shape(o, builddir).contains("numa_hit");
     assert!(
-        counted(&real) && counted(&with_numalab),
+        counted(&real, Path::new(SUITE)) && counted(&with_numalab, &ours),
         "shmtest: a numastat table is missing\nnumactl {}\nnumalab {}",
         show(&real),
         show(&with_numalab)
     );
     assert_eq!(
-        without_rows(&with_numalab),
-        without_rows(&real),
+        without_rows(&with_numalab, &ours),
+        without_rows(&real, Path::new(SUITE)),
         "shmtest: the lines printed differ\nnumactl {}\nnumalab {}",
         show(&real),
         show(&with_numalab)
