@@ -106,7 +106,7 @@ pub fn run(cmd: StudyCmd) -> Result<()> {
             let study = StudyFile::load(&a.dir.join("study.toml"))
                 .with_context(|| format!("{} is not a study folder", a.dir.display()))?;
             let outcome = numalab_study::collect(&study, &a.dir)?;
-            report_outcome(&study, &outcome, &a.dir, "collected")
+            report_outcome(&study, &outcome, &a.dir, Came::Collected)
         }
         StudyCmd::Report(a) => {
             crate::output::check_writable(Some(&a.out))?;
@@ -238,11 +238,15 @@ fn run_study(a: StudyRunArgs) -> Result<()> {
     };
     let outcome = numalab_study::run(&study, &a.out, &opts, &progress)?;
     bar.finish_and_clear();
-    let verb = match study.kind {
-        StudyKind::Sim => "simulated",
-        StudyKind::Real => "run",
-    };
-    report_outcome(&study, &outcome, &a.out, verb)
+    report_outcome(&study, &outcome, &a.out, Came::RanHere)
+}
+
+/// How a study's results came to be: its runs done by this command (some perhaps by an
+/// earlier one), or gathered from the records that Slurm's tasks wrote.
+#[derive(Clone, Copy, PartialEq)]
+enum Came {
+    RanHere,
+    Collected,
 }
 
 /// The summary table, where the results are, and the failures (exit status 2 with any).
@@ -250,14 +254,14 @@ fn report_outcome(
     study: &StudyFile,
     outcome: &numalab_study::Outcome,
     out: &std::path::Path,
-    verb: &str,
+    came: Came,
 ) -> Result<()> {
     let table = match study.kind {
         StudyKind::Sim => summary(&outcome.rows),
         StudyKind::Real => real_summary(&outcome.rows),
     };
     print!("{table}");
-    if verb == "collected" {
+    if came == Came::Collected {
         println!(
             "\n{} runs: {} with a successful record; results in {} and {}",
             outcome.rows.len(),
@@ -266,6 +270,10 @@ fn report_outcome(
             outcome.results_csv.display()
         );
     } else {
+        let verb = match study.kind {
+            StudyKind::Sim => "simulated",
+            StudyKind::Real => "run",
+        };
         println!(
             "\n{} runs: {} {verb} now, {} already done; results in {} and {}",
             outcome.rows.len(),
@@ -315,7 +323,7 @@ fn run_on_slurm(study: &StudyFile, a: &StudyRunArgs) -> Result<()> {
     if pending == 0 {
         println!("every run has a successful record: nothing to submit");
         let outcome = numalab_study::collect(study, &a.out)?;
-        return report_outcome(study, &outcome, &a.out, "collected");
+        return report_outcome(study, &outcome, &a.out, Came::Collected);
     }
     let opts = numalab_study::slurm::SlurmOptions {
         shards: a.shards,
@@ -351,7 +359,7 @@ fn run_on_slurm(study: &StudyFile, a: &StudyRunArgs) -> Result<()> {
         );
     }
     let outcome = numalab_study::collect(study, &a.out)?;
-    report_outcome(study, &outcome, &a.out, "collected")
+    report_outcome(study, &outcome, &a.out, Came::Collected)
 }
 
 /// `study shard`: one array task's runs, then its Parquet part.

@@ -20,12 +20,26 @@ pub enum AccessKind {
     ReadModifyWrite = 2,
     /// A read whose address depends on the previous read (pointer chasing): no overlap.
     DependentRead = 3,
+    /// A read whose address depends on an earlier read but not on the dependent read just
+    /// before it: it issues alongside that read, and their misses overlap (the two children
+    /// a heap's sift-down compares, both reached through pointers loaded together; the next
+    /// step of a second chain walked in step with the first). The engine charges it only
+    /// the time it lasts beyond the dependent reads it issued with (docs/model.md,
+    /// "Compute and memory overlap").
+    SiblingRead = 4,
 }
 
 impl AccessKind {
     #[inline]
     pub fn writes(self) -> bool {
         matches!(self, AccessKind::Write | AccessKind::ReadModifyWrite)
+    }
+
+    /// Whether its address comes from an earlier load, so that it cannot issue before that
+    /// load's data arrives (a dependent read or its sibling).
+    #[inline]
+    pub fn dependent(self) -> bool {
+        matches!(self, AccessKind::DependentRead | AccessKind::SiblingRead)
     }
 }
 

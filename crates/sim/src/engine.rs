@@ -149,6 +149,9 @@ struct RefKind {
     /// 1 where the reference's time can overlap compute (an independent reference), 0 for
     /// a dependent one (docs/model.md, "Compute and memory overlap").
     hide: f64,
+    /// A sibling read: it issued alongside the thread's latest dependent read, so only the
+    /// time its data lasts beyond that read's is charged (`dependent_data_ns`).
+    sibling: bool,
     /// `private_hit_ns · overlap`.
     private_hit_ns: f64,
     /// `llc_hit_ns · overlap`.
@@ -158,10 +161,10 @@ struct RefKind {
 impl RefKind {
     #[inline(always)]
     fn new(p: &Params, kind: AccessKind) -> RefKind {
-        let dependent = kind == AccessKind::DependentRead;
         RefKind {
             posted: kind == AccessKind::Write,
-            ..Self::with(p, kind.writes(), dependent)
+            sibling: kind == AccessKind::SiblingRead,
+            ..Self::with(p, kind.writes(), kind.dependent())
         }
     }
 
@@ -174,6 +177,7 @@ impl RefKind {
             fill_share: if dependent { p.inv_conc } else { 1.0 },
             overlap,
             hide: if dependent { 0.0 } else { 1.0 },
+            sibling: false,
             private_hit_ns: p.private_hit_ns * overlap,
             llc_hit_ns: p.llc_hit_ns * overlap,
         }
@@ -227,6 +231,10 @@ struct Thread {
     l2: PrivateCache,
     /// Time of the independent references so far, ns: what compute may overlap.
     indep_ns: f64,
+    /// The longest data time (after translation) of the dependent reads issued together (the
+    /// latest dependent read and its siblings since), ns: what a sibling read overlaps. 0 after a compute op or
+    /// a barrier, which its siblings cannot issue across.
+    dep_shadow_ns: f64,
     /// The core's instruction window (hw/overlap.rs).
     window: Window,
     /// Stores retired and not yet written (hw/store_buffer.rs).
@@ -475,6 +483,7 @@ impl Simulator {
                     tlb: spare.tlb,
                     l2: spare.l2,
                     indep_ns: 0.0,
+                    dep_shadow_ns: 0.0,
                     window: Window::default(),
                     sb: StoreBuffer::default(),
                     turn_clock: 0.0,
@@ -1084,11 +1093,13 @@ impl Simulator {
                     th.s.compute_ns += ns;
                     th.s.overlap_ns += hidden;
                     th.s.instructions += instructions as u64;
+                    th.dep_shadow_ns = 0.0;
                 }
                 Op::Barrier => {
                     // a barrier's locked instructions wait for the thread's stores
                     drain_stores(th);
                     th.window.serialise(th.indep_ns, th.s.loads + th.s.stores);
+                    th.dep_shadow_ns = 0.0;
                     th.waiting = true;
                     return Ok(());
                 }
@@ -2239,7 +2250,12 @@ fn reference<B: Build, const TRANSLATED: bool>(
         th.s.memory_ns += translated + stall;
         th.indep_ns += translated * rk.hide;
     } else {
-        let cost = if TRANSLATED { cost + ns } else { ns };
+        let data_ns = if rk.hide == 0.0 {
+            dependent_data_ns(th, rk, ns, sh.p.inv_conc)
+        } else {
+            ns
+        };
+        let cost = if TRANSLATED { cost + data_ns } else { data_ns };
         if rk.write {
             th.s.stores += 1;
         } else {
@@ -2260,6 +2276,24 @@ fn reference<B: Build, const TRANSLATED: bool>(
             sh.sample_countdown = sh.sample_period;
             take_sample(th, sh, addr, home, size, source, ns, rk.write);
         }
+    }
+}
+
+/// The time the data part (`ns`, after the translation) of a dependent read adds to its
+/// thread. A dependent read waits for the load before it, so all of it; a sibling, issued
+/// with the latest dependent read, only what it lasts beyond the longest data time of that
+/// group, and never less than an independent reference's share of the fill buffers
+/// (`ns · inv_conc`). Its translation is charged in full before it, as every reference's is
+/// (walks are serial in this model: docs/model.md).
+#[inline(always)]
+fn dependent_data_ns(th: &mut Thread, rk: &RefKind, ns: f64, inv_conc: f64) -> f64 {
+    if rk.sibling {
+        let excess = (ns - th.dep_shadow_ns).max(ns * inv_conc);
+        th.dep_shadow_ns = th.dep_shadow_ns.max(ns);
+        excess
+    } else {
+        th.dep_shadow_ns = ns;
+        ns
     }
 }
 

@@ -112,3 +112,89 @@ fn one_miss_hides_at_most_one_reorder_buffer_of_compute() {
         "per chunk {per_chunk:.1} ns hidden, the miss lasts {miss_ns:.1}"
     );
 }
+
+/// One thread on CPU 0 of a Skylake preset, after first touching a 64 MiB buffer: `pairs`
+/// pairs of reads of random lines of it, the first of each pair a dependent read and the
+/// second of kind `second` (none: the first alone), with a compute op of `gap_cycles` between
+/// them where that is not 0.
+fn pairs(pairs: u64, second: Option<AccessKind>, gap_cycles: u32) -> SimResult {
+    let m = numalab_machine::preset("xeon-gold6130-2n").unwrap();
+    let w = Script {
+        maps: vec![(64 * MIB, MapOptions::default())],
+        threads: 1,
+        ops: move |bases: &[u64], _t: usize| {
+            let mut ops = Vec::new();
+            for p in 0..(64 * MIB / 4096) {
+                ops.push(Op::Access {
+                    addr: bases[0] + p * 4096,
+                    kind: AccessKind::Write,
+                });
+            }
+            ops.push(Op::Phase { id: 1 });
+            // a multiplicative hash of the index: lines spread over the whole buffer
+            let line = |i: u64| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) % (64 * MIB / 64);
+            for i in 0..pairs {
+                ops.push(Op::Access {
+                    addr: bases[0] + line(2 * i) * 64,
+                    kind: AccessKind::DependentRead,
+                });
+                if gap_cycles > 0 {
+                    ops.push(Op::Compute {
+                        cycles: gap_cycles,
+                        instructions: gap_cycles,
+                    });
+                }
+                if let Some(kind) = second {
+                    ops.push(Op::Access {
+                        addr: bases[0] + line(2 * i + 1) * 64,
+                        kind,
+                    });
+                }
+            }
+            ops
+        },
+    };
+    let cfg = SimConfig {
+        pinning: Pinning::Cpus(vec![CpuId(0)]),
+        sample_period: 0,
+        ..Default::default()
+    };
+    simulate(&m, &w, cfg).unwrap()
+}
+
+#[test]
+fn a_sibling_read_overlaps_the_dependent_read_it_issues_with() {
+    const N: u64 = 20_000;
+    let single = measured_ns(&pairs(N, None, 0));
+    let serial = measured_ns(&pairs(N, Some(AccessKind::DependentRead), 0));
+    let siblings = measured_ns(&pairs(N, Some(AccessKind::SiblingRead), 0));
+    eprintln!("one read {single:.0} ns, two dependent {serial:.0}, with a sibling {siblings:.0}");
+    // two misses of about the same latency in flight at once: the pair lasts about one miss
+    // (the longer of the two), not two
+    assert!(
+        serial > 1.9 * single,
+        "two dependent reads {serial:.0} ns against one {single:.0}"
+    );
+    assert!(
+        siblings >= single && siblings < 1.4 * single,
+        "a pair with a sibling {siblings:.0} ns against one read {single:.0}"
+    );
+    // never below what an independent read would have cost for the second
+    let independent = measured_ns(&pairs(N, Some(AccessKind::Read), 0));
+    assert!(
+        siblings >= independent * 0.999,
+        "sibling pairs {siblings:.0} ns below independent pairs {independent:.0}"
+    );
+}
+
+#[test]
+fn a_sibling_after_compute_waits_as_a_dependent_read() {
+    // the compute op between them: the sibling cannot have issued with the first read
+    const N: u64 = 5_000;
+    let serial = measured_ns(&pairs(N, Some(AccessKind::DependentRead), 4));
+    let siblings = measured_ns(&pairs(N, Some(AccessKind::SiblingRead), 4));
+    assert!(
+        (siblings - serial).abs() < 1e-6 * serial,
+        "with compute between: sibling {siblings:.0} ns, dependent {serial:.0}"
+    );
+}

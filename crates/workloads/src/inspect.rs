@@ -118,7 +118,10 @@ pub struct ThreadSummary {
     pub reads: u64,
     pub writes: u64,
     pub rmws: u64,
+    /// Dependent reads and their siblings (`AccessKind::dependent`).
     pub dependent_reads: u64,
+    /// Of those, the siblings (`AccessKind::SiblingRead`).
+    pub sibling_reads: u64,
     pub barriers: u64,
     pub compute_cycles: u64,
     pub compute_instructions: u64,
@@ -154,6 +157,10 @@ impl ThreadSummary {
             AccessKind::Write => self.writes += lines,
             AccessKind::ReadModifyWrite => self.rmws += lines,
             AccessKind::DependentRead => self.dependent_reads += lines,
+            AccessKind::SiblingRead => {
+                self.dependent_reads += lines;
+                self.sibling_reads += lines;
+            }
         }
         if let Some(p) = self.current_phase {
             *self.lines_per_phase.entry(p).or_default() += lines;

@@ -387,11 +387,13 @@ impl Simplex {
             self.touch(out, y, AccessKind::DependentRead);
             y = self.parent[y as usize];
         }
+        // the two ends climb in step: each parent load depends on its own chain's last one
+        // only, so a core has both in flight at once (the second is the first's sibling)
         while x != y {
             path_u.push(x);
             path_w.push(y);
             self.touch(out, x, AccessKind::DependentRead);
-            self.touch(out, y, AccessKind::DependentRead);
+            self.touch(out, y, AccessKind::SiblingRead);
             x = self.parent[x as usize];
             y = self.parent[y as usize];
         }

@@ -8,7 +8,8 @@
 //! pointers ordered by arrival time (`cMessageHeap`) holding `queue` events.
 //!
 //! One event: pop the heap's minimum (sift-down reading each compared message's arrival time
-//! through its pointer: dependent loads), deliver it to its module (the module header, its
+//! through its pointer: dependent loads, the two children of a level loaded together as
+//! siblings), deliver it to its module (the module header, its
 //! state, the chosen output gate and the neighbour module behind it: pointer chasing over the
 //! module graph), then either forward the same message or delete it and allocate a new one
 //! (free-list pop, constructor writes), and schedule it at the neighbour (heap push, sift-up).
@@ -179,15 +180,17 @@ impl Fes {
         self.heap_base + i as u64 * HEAP_ENTRY_BYTES
     }
 
-    /// Read heap slot `i` and the arrival time of the message it points to.
-    fn look(&self, i: usize, out: &mut Vec<Op>) -> f64 {
+    /// Read heap slot `i` and the arrival time of the message it points to, a load of
+    /// `kind`: dependent on the slot's pointer, or the sibling of the message load before
+    /// it where both pointers were read together.
+    fn look(&self, i: usize, kind: AccessKind, out: &mut Vec<Op>) -> f64 {
         out.push(Op::Access {
             addr: self.entry(i),
             kind: AccessKind::Read,
         });
         out.push(Op::Access {
             addr: self.msg(self.heap[i]),
-            kind: AccessKind::DependentRead,
+            kind,
         });
         self.time[self.heap[i] as usize]
     }
@@ -209,10 +212,13 @@ impl Fes {
             if l >= n {
                 break;
             }
+            // the two children's slots share a line and their messages are loaded at once
+            // (a core issues both loads before the compare): the right one is the left's
+            // sibling; the next level waits for the compare
             let mut c = l;
-            let mut tc = self.look(l, out);
+            let mut tc = self.look(l, AccessKind::DependentRead, out);
             if l + 1 < n {
-                let tr = self.look(l + 1, out);
+                let tr = self.look(l + 1, AccessKind::SiblingRead, out);
                 if tr < tc {
                     c = l + 1;
                     tc = tr;
@@ -230,7 +236,7 @@ impl Fes {
 
     /// Remove and return the earliest message.
     pub fn pop(&mut self, out: &mut Vec<Op>) -> u32 {
-        self.look(0, out);
+        self.look(0, AccessKind::DependentRead, out);
         let top = self.heap[0];
         let last = self.heap.pop().expect("the queue is never empty");
         if !self.heap.is_empty() {
@@ -246,7 +252,7 @@ impl Fes {
         let mut i = self.heap.len() - 1;
         while i > 0 {
             let p = (i - 1) / 2;
-            if self.look(p, out) <= t {
+            if self.look(p, AccessKind::DependentRead, out) <= t {
                 break;
             }
             let pm = self.heap[p];

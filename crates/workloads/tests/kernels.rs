@@ -380,6 +380,13 @@ fn mcf_emission_is_read_mostly_and_latency_bound() {
         "tree walks are dependent loads: {}",
         s.dependent_reads
     );
+    // the cycle's two ends climb in step: the second end's parent loads are siblings
+    assert!(
+        s.sibling_reads > 0 && s.sibling_reads * 2 < s.dependent_reads,
+        "sibling reads {} of {} dependent",
+        s.sibling_reads,
+        s.dependent_reads
+    );
 }
 
 #[test]
@@ -403,6 +410,13 @@ fn omnetpp_events_touch_heap_messages_and_modules() {
     let ratio = reads as f64 / writes as f64;
     assert!((1.5..=4.5).contains(&ratio), "§5: ≈ 2 : 1, got {ratio:.2}");
     assert!(s.dependent_reads * 3 > reads, "pointer chasing dominates");
+    // the right child's message is loaded with the left's: one sibling per level of a
+    // sift-down (12 levels, the last few cut short when the moved message settles)
+    assert!(
+        s.sibling_reads > events * 6 && s.sibling_reads <= events * 12,
+        "sibling reads {}",
+        s.sibling_reads
+    );
 }
 
 // --- the other SPEC CPU2006 INT programs of M13's mix (§5) ------------------------------------
