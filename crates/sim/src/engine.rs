@@ -231,9 +231,9 @@ struct Thread {
     l2: PrivateCache,
     /// Time of the independent references so far, ns: what compute may overlap.
     indep_ns: f64,
-    /// The longest data time (after translation) of the dependent reads issued together (the
-    /// latest dependent read and its siblings since), ns: what a sibling read overlaps. 0 after a compute op or
-    /// a barrier, which its siblings cannot issue across.
+    /// The longest data time (after translation) of the dependent reads issued together
+    /// (the latest dependent read and its siblings since), ns: what a sibling read
+    /// overlaps. 0 after a compute op or a barrier, which siblings cannot issue across.
     dep_shadow_ns: f64,
     /// The core's instruction window (hw/overlap.rs).
     window: Window,
