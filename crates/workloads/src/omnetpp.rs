@@ -9,9 +9,9 @@
 //!
 //! One event: pop the heap's minimum (sift-down reading each compared message's arrival time
 //! through its pointer: dependent loads, the two children of a level loaded together as
-//! siblings), deliver it to its module (the module header, its
-//! state, the chosen output gate and the neighbour module behind it: pointer chasing over the
-//! module graph), then either forward the same message or delete it and allocate a new one
+//! siblings, and a level whose direction the core guessed loaded with the level above),
+//! deliver it to its module (the module header, its state, the chosen output gate and the
+//! neighbour module behind it: pointer chasing over the module graph), then either forward the same message or delete it and allocate a new one
 //! (free-list pop, constructor writes), and schedule it at the neighbour (heap push, sift-up).
 //! The heap and the recently freed messages are the hot set, largely LLC-resident (§5).
 
@@ -207,6 +207,10 @@ impl Fes {
         let n = self.heap.len();
         let m = self.heap[i];
         let t = self.time[m as usize];
+        // the core predicts each level's compare and runs ahead down the predicted child
+        // (a one-bit predictor: the direction the last level took); where it guessed right,
+        // the next level's loads were issued with this level's
+        let (mut went_right, mut predicted) = (false, false);
         loop {
             let l = 2 * i + 1;
             if l >= n {
@@ -214,9 +218,14 @@ impl Fes {
             }
             // the two children's slots share a line and their messages are loaded at once
             // (a core issues both loads before the compare): the right one is the left's
-            // sibling; the next level waits for the compare
+            // sibling; after a wrong guess the level waits for the compare before it
+            let first = if predicted {
+                AccessKind::SiblingRead
+            } else {
+                AccessKind::DependentRead
+            };
             let mut c = l;
-            let mut tc = self.look(l, AccessKind::DependentRead, out);
+            let mut tc = self.look(l, first, out);
             if l + 1 < n {
                 let tr = self.look(l + 1, AccessKind::SiblingRead, out);
                 if tr < tc {
@@ -227,6 +236,8 @@ impl Fes {
             if tc >= t {
                 break;
             }
+            predicted = (c == l + 1) == went_right;
+            went_right = c == l + 1;
             let cm = self.heap[c];
             self.put(i, cm, out);
             i = c;
