@@ -8,18 +8,16 @@ use numalab_workloads::script::Script;
 
 const MIB: u64 = 1 << 20;
 
-/// One thread on CPU 0 of a Skylake preset: `chunks` Runs of 64 lines of `kind` over a 64 MiB
-/// buffer (each line touched once), each followed by `cycles` of compute retiring
-/// `instructions` (a Run of 0 lines: compute only). The buffer is first touched before, so
-/// faults are not in the way.
-fn run(kind: AccessKind, lines: u32, cycles: u32, instructions: u32) -> SimResult {
+/// One thread on CPU 0 of a Skylake preset: it first touches a 64 MiB buffer (one write per
+/// page, so faults are not in the way), then a phase boundary, then the ops `body` emits for
+/// the buffer's start address.
+fn after_first_touch(body: impl Fn(u64, &mut Vec<Op>) + Send + Sync + 'static) -> SimResult {
     let m = numalab_machine::preset("xeon-gold6130-2n").unwrap();
     let w = Script {
         maps: vec![(64 * MIB, MapOptions::default())],
         threads: 1,
         ops: move |bases: &[u64], _t: usize| {
             let mut ops = Vec::new();
-            // first touch, one write per page, then a phase boundary
             for p in 0..(64 * MIB / 4096) {
                 ops.push(Op::Access {
                     addr: bases[0] + p * 4096,
@@ -27,21 +25,7 @@ fn run(kind: AccessKind, lines: u32, cycles: u32, instructions: u32) -> SimResul
                 });
             }
             ops.push(Op::Phase { id: 1 });
-            let chunks = 64 * MIB / (64 * 64);
-            for c in 0..chunks {
-                if lines > 0 {
-                    ops.push(Op::Run {
-                        base: bases[0] + c * 64 * 64,
-                        lines,
-                        stride_bytes: 64,
-                        kind,
-                    });
-                }
-                ops.push(Op::Compute {
-                    cycles,
-                    instructions,
-                });
-            }
+            body(bases[0], &mut ops);
             ops
         },
     };
@@ -51,6 +35,28 @@ fn run(kind: AccessKind, lines: u32, cycles: u32, instructions: u32) -> SimResul
         ..Default::default()
     };
     simulate(&m, &w, cfg).unwrap()
+}
+
+/// `chunks` Runs of 64 lines of `kind` over the buffer (each line touched once), each
+/// followed by `cycles` of compute retiring `instructions` (a Run of 0 lines: compute only).
+fn run(kind: AccessKind, lines: u32, cycles: u32, instructions: u32) -> SimResult {
+    after_first_touch(move |base, ops| {
+        let chunks = 64 * MIB / (64 * 64);
+        for c in 0..chunks {
+            if lines > 0 {
+                ops.push(Op::Run {
+                    base: base + c * 64 * 64,
+                    lines,
+                    stride_bytes: 64,
+                    kind,
+                });
+            }
+            ops.push(Op::Compute {
+                cycles,
+                instructions,
+            });
+        }
+    })
 }
 
 /// Time of the measured part (after the first touch), ns.
@@ -113,53 +119,32 @@ fn one_miss_hides_at_most_one_reorder_buffer_of_compute() {
     );
 }
 
-/// One thread on CPU 0 of a Skylake preset, after first touching a 64 MiB buffer: `pairs`
-/// pairs of reads of random lines of it, the first of each pair a dependent read and the
-/// second of kind `second` (none: the first alone), with a compute op of `gap_cycles` between
-/// them where that is not 0.
+/// `pairs` pairs of reads of random lines of the buffer, the first of each pair a dependent
+/// read and the second of kind `second` (none: the first alone), with a compute op of
+/// `gap_cycles` between them where that is not 0.
 fn pairs(pairs: u64, second: Option<AccessKind>, gap_cycles: u32) -> SimResult {
-    let m = numalab_machine::preset("xeon-gold6130-2n").unwrap();
-    let w = Script {
-        maps: vec![(64 * MIB, MapOptions::default())],
-        threads: 1,
-        ops: move |bases: &[u64], _t: usize| {
-            let mut ops = Vec::new();
-            for p in 0..(64 * MIB / 4096) {
-                ops.push(Op::Access {
-                    addr: bases[0] + p * 4096,
-                    kind: AccessKind::Write,
+    after_first_touch(move |base, ops| {
+        // a multiplicative hash of the index: lines spread over the whole buffer
+        let line = |i: u64| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) % (64 * MIB / 64);
+        for i in 0..pairs {
+            ops.push(Op::Access {
+                addr: base + line(2 * i) * 64,
+                kind: AccessKind::DependentRead,
+            });
+            if gap_cycles > 0 {
+                ops.push(Op::Compute {
+                    cycles: gap_cycles,
+                    instructions: gap_cycles,
                 });
             }
-            ops.push(Op::Phase { id: 1 });
-            // a multiplicative hash of the index: lines spread over the whole buffer
-            let line = |i: u64| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) % (64 * MIB / 64);
-            for i in 0..pairs {
+            if let Some(kind) = second {
                 ops.push(Op::Access {
-                    addr: bases[0] + line(2 * i) * 64,
-                    kind: AccessKind::DependentRead,
+                    addr: base + line(2 * i + 1) * 64,
+                    kind,
                 });
-                if gap_cycles > 0 {
-                    ops.push(Op::Compute {
-                        cycles: gap_cycles,
-                        instructions: gap_cycles,
-                    });
-                }
-                if let Some(kind) = second {
-                    ops.push(Op::Access {
-                        addr: bases[0] + line(2 * i + 1) * 64,
-                        kind,
-                    });
-                }
             }
-            ops
-        },
-    };
-    let cfg = SimConfig {
-        pinning: Pinning::Cpus(vec![CpuId(0)]),
-        sample_period: 0,
-        ..Default::default()
-    };
-    simulate(&m, &w, cfg).unwrap()
+        }
+    })
 }
 
 #[test]
