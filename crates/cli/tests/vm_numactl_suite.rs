@@ -236,9 +236,9 @@ fn shmtest_ends_with_numalab_as_it_ends_with_numactl() {
         show(&with_numalab)
     );
     // the script's failure prints `diff -u` of two numastat tables (a `node#` header, then
-    // the counter rows) taken around the failing command: which counter rows changed (numa_hit, other_node, ...) follows what else the
-    // system allocated meanwhile, so the rows are compared as a table being printed, not
-    // row by row
+    // the counter rows) taken around the failing command: which counter rows changed
+    // (numa_hit, other_node, ...) follows what else the system allocated meanwhile, so the
+    // rows are compared as a table being printed, not row by row
     let without_rows = |o: &Output, builddir: &Path| {
         shape(o, builddir)
             .lines()

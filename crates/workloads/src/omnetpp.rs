@@ -11,8 +11,9 @@
 //! through its pointer: dependent loads, the two children of a level loaded together as
 //! siblings, and a level whose direction the core guessed loaded with the level above),
 //! deliver it to its module (the module header, its state, the chosen output gate and the
-//! neighbour module behind it: pointer chasing over the module graph), then either forward the same message or delete it and allocate a new one
-//! (free-list pop, constructor writes), and schedule it at the neighbour (heap push, sift-up).
+//! neighbour module behind it: pointer chasing over the module graph), then either forward
+//! the same message or delete it and allocate a new one (free-list pop, constructor writes),
+//! and schedule it at the neighbour (heap push, sift-up).
 //! The heap and the recently freed messages are the hot set, largely LLC-resident (§5).
 
 use crate::emit::SplitMix64;
