@@ -2250,6 +2250,7 @@ fn reference<B: Build, const TRANSLATED: bool>(
         th.s.memory_ns += translated + stall;
         th.indep_ns += translated * rk.hide;
     } else {
+        // `hide` is 0 exactly for a dependent read or its sibling (`RefKind::with`)
         let data_ns = if rk.hide == 0.0 {
             dependent_data_ns(th, rk, ns, sh.p.inv_conc)
         } else {
