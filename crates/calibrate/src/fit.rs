@@ -212,7 +212,6 @@ fn links(
     let routes = base.routes().map_err(|e| e.to_string())?;
     let lat = |s, d| lat(m, s, d);
     let bw = |s, d| bw(m, s, d);
-    let overhead = base.link_coherence_overhead;
     for (k, l) in base.links.iter().enumerate() {
         let (a, b) = (l.a.index(), l.b.index());
         let direct = |s: usize, d: usize| {
@@ -227,6 +226,15 @@ fn links(
             .into_iter()
             .filter(|&(s, d)| direct(s, d))
             .collect();
+        // link bytes per payload byte of a read over this link: the coherence protocol's
+        // messages (numalab_machine::coherence)
+        let factor = pairs.first().map_or(1.0 + base.link_coherence_overhead, |&(s, d)| {
+            base.read_wire_factor(
+                &routes,
+                numalab_core::NodeId(s as u16),
+                numalab_core::NodeId(d as u16),
+            )
+        });
         let hops: Vec<(usize, usize, f64)> = pairs
             .iter()
             .filter_map(|&(s, d)| Some((s, d, lat(s, d)? - idle[d]?)))
@@ -278,7 +286,7 @@ fn links(
             let limited: Vec<f64> = streams.iter().filter(|x| x.3).map(|x| x.2).collect();
             let (payload, what) = if limited.is_empty() {
                 let lower = streams.iter().map(|x| x.2).fold(0.0, f64::max);
-                if l.gbps_per_dir >= lower * (1.0 + overhead) {
+                if l.gbps_per_dir >= lower * factor {
                     return Figure {
                         value: l.gbps_per_dir,
                         how: format!(
@@ -293,10 +301,11 @@ fn links(
                 (limited.iter().copied().fold(f64::INFINITY, f64::min), "the narrower direction")
             };
             Figure {
-                value: payload * (1.0 + overhead),
+                value: payload * factor,
                 how: format!(
-                    "{}; {what} × (1 + link_coherence_overhead {overhead}), since the model counts coherence traffic on the link",
-                    parts.join("; ")
+                    "{}; {what} × {factor:.3}, the link bytes per payload byte of a read (coherence \"{}\"), since the model counts coherence traffic on the link",
+                    parts.join("; "),
+                    base.coherence.name()
                 ),
             }
         });

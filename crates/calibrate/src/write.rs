@@ -143,14 +143,11 @@ pub fn override_text(
 }
 
 /// Payload bandwidth the model gives CPUs on `s` streaming from `d`: the controller peak, or
-/// the narrowest link of the route less its coherence share.
+/// the rate at which the reads' coherence traffic fills a link direction.
 fn model_gbps(c: &Machine, routes: &numalab_machine::Routes, s: usize, d: usize) -> f64 {
     let (s, d) = (NodeId(s as u16), NodeId(d as u16));
-    routes
-        .route(s, d)
-        .iter()
-        .map(|ld| c.links[ld.link].gbps_per_dir / (1.0 + c.link_coherence_overhead))
-        .fold(c.nodes[d.index()].ctrl_peak_gbps, f64::min)
+    c.read_payload_gbps(routes, s, d)
+        .min(c.nodes[d.index()].ctrl_peak_gbps)
 }
 
 /// What was measured beside what the calibrated machine `c` models, as tables.

@@ -18,10 +18,8 @@ fn id(i: usize) -> NodeId {
 /// the narrowest link less its coherence share (docs/model.md, "Memory system").
 fn model_gbps(m: &Machine, s: usize, d: usize) -> f64 {
     let r = m.routes().unwrap();
-    r.route(id(s), id(d))
-        .iter()
-        .map(|ld| m.links[ld.link].gbps_per_dir / (1.0 + m.link_coherence_overhead))
-        .fold(m.nodes[d].ctrl_peak_gbps, f64::min)
+    m.read_payload_gbps(&r, id(s), id(d))
+        .min(m.nodes[d].ctrl_peak_gbps)
 }
 
 /// What a perfect calibration run on `m` would measure.

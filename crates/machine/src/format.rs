@@ -23,7 +23,7 @@
 use crate::hwloc::{self, HwlocDefaults};
 use crate::validate::{self, Problem};
 use crate::{
-    cpulist, preset, preset_ids, CacheGeom, CoreParams, Curve, Link, Machine, MachineError, NodeHw,
+    cpulist, preset, Coherence, preset_ids, CacheGeom, CoreParams, Curve, Link, Machine, MachineError, NodeHw,
     OsCosts, PscConfig, SiblingNumbering, TlbConfig, TlbPool,
 };
 use numalab_core::{NodeId, NodeInfo, PageSize, Topology};
@@ -47,6 +47,7 @@ struct FileRaw {
     description: Option<String>,
     source: Option<String>,
     link_shape: Option<ShapeRaw>,
+    coherence: Option<String>,
     link_coherence_overhead: Option<f64>,
     memory_directory: Option<bool>,
     replace_links: Option<bool>,
@@ -838,12 +839,36 @@ fn resolve(
             "\"intel\", \"amd\" or [[utilisation %, ratio], ...]",
         )?,
     };
-    let link_coherence_overhead = pick(
-        raw.link_coherence_overhead,
-        b.map(|m| m.link_coherence_overhead),
-        "link_coherence_overhead",
-        "the coherence traffic added to link payload as a fraction (0.1 Intel, 0.2 Opteron)",
-    )?;
+    // A machine without the key keeps its base's protocol, or the flat factor.
+    let coherence = match raw.coherence.as_deref() {
+        Some(name) => Coherence::parse(name).ok_or_else(|| {
+            Problem::new(
+                "coherence",
+                format!("unknown protocol '{name}'"),
+                Coherence::NAMES,
+            )
+        })?,
+        None => b.map(|m| m.coherence).unwrap_or_default(),
+    };
+    let link_coherence_overhead = if coherence == Coherence::Flat {
+        pick(
+            raw.link_coherence_overhead,
+            b.map(|m| m.link_coherence_overhead),
+            "link_coherence_overhead",
+            "the coherence traffic added to link payload as a fraction (0.1 Intel, 0.2 Opteron)",
+        )?
+    } else if raw.link_coherence_overhead.is_some() {
+        return Err(Problem::new(
+            "link_coherence_overhead",
+            format!(
+                "set, but coherence = \"{}\" counts its protocol's messages on the links",
+                coherence.name()
+            ),
+            "no link_coherence_overhead, or coherence = \"flat\" with it",
+        ));
+    } else {
+        0.0
+    };
 
     // Optional: a machine without the key has no memory directory (snooping or probes only).
     let memory_directory = raw
@@ -879,6 +904,7 @@ fn resolve(
         nodes,
         links,
         link_shape,
+        coherence,
         link_coherence_overhead,
         memory_directory,
         os,
@@ -961,11 +987,14 @@ pub(crate) fn to_toml(m: &Machine) -> String {
     let _ = writeln!(s, "description = {}", string(&m.description));
     let _ = writeln!(s, "source = {}", string(&m.source));
     let _ = writeln!(s, "link_shape = {}", shape(&m.link_shape));
-    let _ = writeln!(
-        s,
-        "link_coherence_overhead = {}",
-        num(m.link_coherence_overhead)
-    );
+    let _ = writeln!(s, "coherence = {}", string(m.coherence.name()));
+    if m.coherence == Coherence::Flat {
+        let _ = writeln!(
+            s,
+            "link_coherence_overhead = {}",
+            num(m.link_coherence_overhead)
+        );
+    }
     let _ = writeln!(s, "memory_directory = {}", m.memory_directory);
 
     let c = &m.core;

@@ -1905,6 +1905,7 @@ impl<'a> Build<'a> {
             nodes: nodes_hw,
             links,
             link_shape: d.link_shape.clone(),
+            coherence: crate::Coherence::Flat,
             link_coherence_overhead: d.link_coherence_overhead,
             memory_directory: d.memory_directory,
             os: d.os.clone(),

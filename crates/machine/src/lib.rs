@@ -15,6 +15,7 @@
 //!   hwloc does not know;
 //! - [`load`]: any of the three from one string, as the CLI takes it.
 
+pub mod coherence;
 pub mod cpulist;
 pub mod curve;
 mod error;
@@ -25,6 +26,7 @@ pub mod routes;
 pub mod show;
 mod validate;
 
+pub use coherence::Coherence;
 pub use curve::Curve;
 pub use error::MachineError;
 pub use hwloc::HwlocDefaults;
@@ -301,7 +303,11 @@ pub struct Machine {
     pub links: Vec<Link>,
     /// Normalised queueing shape applied to links: (utilisation %, latency ÷ idle).
     pub link_shape: Curve,
-    /// Coherence overhead added to link payload (0.2 = +20 %).
+    /// How the links carry coherence traffic (coherence.rs).
+    #[serde(default)]
+    pub coherence: Coherence,
+    /// With [`Coherence::Flat`]: the coherence traffic added to a line's payload on the
+    /// links (0.2 = +20 %); 0 with the HyperTransport protocols, whose messages are counted.
     pub link_coherence_overhead: f64,
     /// The sockets keep an in-memory coherence directory (Intel's "memory directory": bits
     /// in each line's ECC saying whether another socket may hold it), so a remote read that

@@ -282,9 +282,17 @@ pub fn summary(m: &Machine) -> String {
         }
     }
 
+    let coherence = match m.coherence {
+        crate::Coherence::Flat => format!(
+            "coherence overhead +{} %",
+            trim(m.link_coherence_overhead * 100.0, 1)
+        ),
+        crate::Coherence::HtBroadcast => "HyperTransport, broadcast probes".to_string(),
+        crate::Coherence::HtProbeFilter => "HyperTransport, probe filter (HT Assist)".to_string(),
+    };
     let _ = writeln!(
         s,
-        "\nlinks (shape {}, coherence overhead +{} %{})",
+        "\nlinks (shape {}, {coherence}{})",
         if m.link_shape == crate::Curve::intel_shape() {
             "Intel"
         } else if m.link_shape == crate::Curve::amd_shape() {
@@ -292,7 +300,6 @@ pub fn summary(m: &Machine) -> String {
         } else {
             "custom"
         },
-        trim(m.link_coherence_overhead * 100.0, 1),
         if m.memory_directory {
             ", memory directory"
         } else {

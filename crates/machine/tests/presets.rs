@@ -141,8 +141,8 @@ fn opteron6272_follows_the_listed_links() {
         }
     }
     assert_eq!(m.links.len(), 17);
-    assert_eq!(m.links.iter().filter(|l| l.gbps_per_dir == 10.0).count(), 4);
-    assert_eq!(m.links.iter().filter(|l| l.gbps_per_dir == 5.0).count(), 13);
+    assert_eq!(m.links.iter().filter(|l| l.gbps_per_dir == 11.2).count(), 4);
+    assert_eq!(m.links.iter().filter(|l| l.gbps_per_dir == 5.6).count(), 13);
     let degree = |n: u16| m.links.iter().filter(|l| l.a.0 == n || l.b.0 == n).count();
     assert_eq!((degree(2), degree(4), degree(5), degree(7)), (6, 6, 3, 3));
     // Node numbering not in package order.
@@ -150,13 +150,14 @@ fn opteron6272_follows_the_listed_links() {
     assert_eq!(cpus(2), (32..40).map(CpuId).collect::<Vec<_>>());
     assert_eq!(cpus(6), (16..24).map(CpuId).collect::<Vec<_>>());
     assert_eq!(m.topology.nodes[0].mem_bytes, 64 * GIB);
-    assert_eq!(m.link_coherence_overhead, 0.2);
+    assert_eq!(m.coherence, numalab_machine::Coherence::HtProbeFilter);
+    assert_eq!(m.link_coherence_overhead, 0.0);
     assert_eq!(m.link_shape, Curve::amd_shape());
     // Peak bandwidth over an x16 on-package link, an x8 and a 2-hop route.
     let r = m.routes().unwrap();
     assert_eq!(m.peak_bandwidth_gbps(&r, NodeId(0), NodeId(0)), 15.5);
-    assert_eq!(m.peak_bandwidth_gbps(&r, NodeId(0), NodeId(1)), 10.0);
-    assert_eq!(m.peak_bandwidth_gbps(&r, NodeId(0), NodeId(2)), 5.0);
+    assert_eq!(m.peak_bandwidth_gbps(&r, NodeId(0), NodeId(1)), 11.2);
+    assert_eq!(m.peak_bandwidth_gbps(&r, NodeId(0), NodeId(2)), 5.6);
     assert_eq!(r.hops(NodeId(0), NodeId(3)), 2);
 }
 
@@ -172,11 +173,11 @@ fn opteron6164he_links() {
     assert_eq!(m.links.len(), 6);
     assert_eq!(
         (bw(0, 1), bw(2, 3), bw(1, 3)),
-        (Some(10.0), Some(10.0), Some(10.0))
+        (Some(11.2), Some(11.2), Some(11.2))
     );
     assert_eq!(
         (bw(0, 2), bw(0, 3), bw(1, 2)),
-        (Some(5.0), Some(5.0), Some(5.0))
+        (Some(5.6), Some(5.6), Some(5.6))
     );
     assert_eq!(m.core.concurrency_lines, 14.0);
     assert_eq!(
@@ -335,7 +336,8 @@ fn summaries_render() {
         "155",
         "peak read bandwidth",
         "0-1",
-        "3.2",
+        "3.5",
+        "broadcast probes",
         "8.0 GiB",
         "2.00 MiB 32-way",
     ] {

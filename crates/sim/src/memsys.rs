@@ -60,11 +60,20 @@ pub struct MemSys {
     link_bytes_per_ns: Vec<f64>,
     link_hop_ns: Vec<f64>,
     link_shape: Curve,
-    link_overhead: f64,
+    /// Link bytes per payload byte of a bulk transfer on its route (copies, zeroing).
+    bulk_wire_factor: f64,
     /// Slots crossed by data of a read from CPU node s to memory node d (direction d -> s),
     /// and by a write / write-back (direction s -> d): `read_slots[s * n + d]`.
     read_slots: Vec<Vec<u16>>,
     write_slots: Vec<Vec<u16>>,
+    /// The link bytes per slot of one line read from CPU node s of memory node d, and of one
+    /// line written back: the coherence protocol's messages (numalab_machine::coherence).
+    /// Empty for a pair whose transfers cross no link (a local one, unless probes are
+    /// broadcast).
+    read_wire: Vec<Vec<(u16, f64)>>,
+    write_wire: Vec<Vec<(u16, f64)>>,
+    /// The slots of `read_wire[i]` and `write_wire[i]`, each once.
+    pair_slots: Vec<Vec<u16>>,
     /// Idle latency each link of `read_slots` adds at its position on the route (a link may
     /// add less as a second hop, e.g. Barcelona's +30 then +25 ns).
     read_hop_ns: Vec<Vec<f64>>,
@@ -133,9 +142,16 @@ impl MemSys {
         let mut read_slots = vec![Vec::new(); n * n];
         let mut write_slots = vec![Vec::new(); n * n];
         let mut read_hop_ns = vec![Vec::new(); n * n];
+        let mut read_wire = vec![Vec::new(); n * n];
+        let mut write_wire = vec![Vec::new(); n * n];
+        let as_slots = |w: Vec<(usize, f64)>| -> Vec<(u16, f64)> {
+            w.into_iter().map(|(l, b)| (l as u16, b)).collect()
+        };
         for s in 0..n {
             for d in 0..n {
                 let (sn, dn) = (NodeId(s as u16), NodeId(d as u16));
+                read_wire[s * n + d] = as_slots(m.read_wire(routes, sn, dn));
+                write_wire[s * n + d] = as_slots(m.write_back_wire(routes, sn, dn));
                 // data of a read travels from the owner d to the requester s
                 read_slots[s * n + d] = routes
                     .route(dn, sn)
@@ -163,10 +179,23 @@ impl MemSys {
                 link_hop_ns[i * 2 + dir] = l.hop_ns;
             }
         }
+        let pair_slots: Vec<Vec<u16>> = read_wire
+            .iter()
+            .zip(&write_wire)
+            .map(|(r, w)| {
+                let mut v: Vec<u16> = Vec::new();
+                for &(l, _) in r.iter().chain(w) {
+                    if !v.contains(&l) {
+                        v.push(l);
+                    }
+                }
+                v
+            })
+            .collect();
         let mut slot_pairs = vec![Vec::new(); slots];
-        for (i, (r, w)) in read_slots.iter().zip(&write_slots).enumerate() {
+        for (i, on) in pair_slots.iter().enumerate() {
             for (l, pairs) in slot_pairs.iter_mut().enumerate() {
-                if r.contains(&(l as u16)) || w.contains(&(l as u16)) {
+                if on.contains(&(l as u16)) {
                     pairs.push(i);
                 }
             }
@@ -179,9 +208,12 @@ impl MemSys {
             link_bytes_per_ns,
             link_hop_ns,
             link_shape: m.link_shape.clone(),
-            link_overhead: m.link_coherence_overhead,
+            bulk_wire_factor: m.bulk_wire_factor(),
             read_slots,
             write_slots,
+            read_wire,
+            write_wire,
+            pair_slots,
             read_hop_ns,
             slot_pairs,
             ctrl_util: vec![0.0; n],
@@ -255,18 +287,18 @@ impl MemSys {
     pub fn read(&mut self, s: usize, d: usize) {
         let i = s * self.n + d;
         self.epoch_reads[i] += 1;
-        if s != d {
+        if !self.read_wire[i].is_empty() {
             // the links' bytes stay a running f64 sum in access order (as before, so that
-            // results do not change); a local read crosses no link
+            // results do not change); a local read crosses no link unless probes are
+            // broadcast
             self.read_links(i);
         }
     }
 
     #[inline(never)]
     fn read_links(&mut self, i: usize) {
-        let wire = self.line_bytes * (1.0 + self.link_overhead);
-        for &l in &self.read_slots[i] {
-            self.epoch_link_bytes[l as usize] += wire;
+        for &(l, b) in &self.read_wire[i] {
+            self.epoch_link_bytes[l as usize] += b;
         }
     }
 
@@ -297,9 +329,8 @@ impl MemSys {
         self.epoch_ctrl_bytes[d] += b as u64;
         self.ctrl_write_bytes[d] += b as u64;
         self.epoch_writes[s * self.n + d] += 1;
-        let wire = b * (1.0 + self.link_overhead);
-        for &l in &self.write_slots[s * self.n + d] {
-            self.epoch_link_bytes[l as usize] += wire;
+        for &(l, b) in &self.write_wire[s * self.n + d] {
+            self.epoch_link_bytes[l as usize] += b;
         }
     }
 
@@ -329,7 +360,7 @@ impl MemSys {
         self.epoch_zero_ctrl_bytes[d] += bytes;
         self.ctrl_write_bytes[d] += bytes;
         self.epoch_writes[s * self.n + d] += bytes / self.line_bytes as u64;
-        let wire = bytes as f64 * (1.0 + self.link_overhead);
+        let wire = bytes as f64 * self.bulk_wire_factor;
         for &l in &self.write_slots[s * self.n + d] {
             self.epoch_link_bytes[l as usize] += wire;
             self.epoch_zero_link_bytes[l as usize] += wire;
@@ -369,7 +400,7 @@ impl MemSys {
             let whole = b.round() as u64;
             self.epoch_ctrl_bytes[from] += whole;
             self.epoch_ctrl_bytes[to] += whole;
-            let wire = b * (1.0 + self.link_overhead);
+            let wire = b * self.bulk_wire_factor;
             for &l in &self.write_slots[i] {
                 self.epoch_link_bytes[l as usize] += wire;
             }
@@ -402,17 +433,18 @@ impl MemSys {
                 (std::mem::take(&mut self.epoch_ctrl_bytes[d]) + reads * line) as f64
             })
             .collect();
-        // The same per link slot: reads load the route d → s, write-backs s → d.
+        // The same per link slot: the slots a pair's reads and write-backs load (the route
+        // d → s, s → d, and the protocol's other messages).
         let slots = self.link_hop_ns.len();
         let mut link_from = vec![0u64; slots * n];
         for s in 0..n {
             for d in 0..n {
                 let i = s * n + d;
                 let w = from[i];
-                if w == 0 || s == d {
+                if w == 0 {
                     continue;
                 }
-                for &l in self.read_slots[i].iter().chain(&self.write_slots[i]) {
+                for &l in &self.pair_slots[i] {
                     link_from[l as usize * n + s] += w;
                 }
             }
@@ -501,13 +533,10 @@ impl MemSys {
                 for d in 0..n {
                     let (r, w, dir) = (lines[d], lines[n + d], lines[2 * n + d]);
                     v[d] = r + w + dir;
-                    if s == d {
-                        continue;
-                    }
-                    for &l in &self.read_slots[s * n + d] {
+                    for &(l, _) in &self.read_wire[s * n + d] {
                         v[n + l as usize] += r;
                     }
-                    for &l in &self.write_slots[s * n + d] {
+                    for &(l, _) in &self.write_wire[s * n + d] {
                         v[n + l as usize] += w;
                     }
                 }
@@ -668,6 +697,45 @@ mod tests {
             v = settle(0.6 * lat(v), lat);
         }
         assert!((v - 0.6).abs() < 1e-6, "{v}");
+    }
+
+    #[test]
+    fn broadcast_probes_put_local_reads_on_the_links_and_hold_their_readers_back() {
+        // the Barcelona square broadcasts a probe for every read (machine::coherence): local
+        // reads of all four nodes at a controller's rate load every link, and a reader whose
+        // probes join a saturated link waits for it; with HT Assist they load none
+        let mut m = numalab_machine::preset("opteron8347he-4n").unwrap();
+        let routes = Routes::compute(m.topology.num_nodes(), &m.links).unwrap();
+        let epoch = 20_000.0;
+        // 6 GB/s of local lines per node, a 1.5-fold overload of the links' share of probes
+        let lines = (6.0 * epoch / 64.0) as u64;
+        let run = |m: &Machine| {
+            let mut ms = MemSys::new(m, &routes);
+            let mut end = None;
+            // a few epochs, for the arrivals to catch up with the offered load (`spread`)
+            for _ in 0..5 {
+                for _ in 0..lines {
+                    for d in 0..4 {
+                        ms.read(d, d);
+                    }
+                }
+                end = Some(ms.end_epoch(epoch));
+            }
+            let end = end.unwrap();
+            let mut own = requester_lines(4);
+            own[0] = lines;
+            let waits = ms.requester_waits(&end, &[(0, own.as_slice())]);
+            let ctrl_idle = end.ctrl_wait_ns.iter().all(|&w| w == 0.0);
+            (ms.link_bytes.iter().sum::<f64>(), end.link_wait_ns, waits[0], ctrl_idle)
+        };
+        let (bytes, link_waits, reader_wait, ctrl_idle) = run(&m);
+        assert!(ctrl_idle, "the controllers keep up: any wait is the links'");
+        assert!(bytes > 0.0 && link_waits.iter().any(|&w| w > 0.0), "{link_waits:?}");
+        assert!(reader_wait > 0.0);
+        m.coherence = numalab_machine::Coherence::HtProbeFilter;
+        let (bytes, link_waits, reader_wait, _) = run(&m);
+        assert_eq!(bytes, 0.0);
+        assert!(link_waits.iter().all(|&w| w == 0.0) && reader_wait == 0.0);
     }
 
     #[test]
