@@ -145,7 +145,12 @@ impl Machine {
             send(&mut w, routes.route(s, d), bytes, false);
             return w;
         }
-        send(&mut w, routes.route(s, d), HT_COMMAND_BYTES + LINE_BYTES, true);
+        send(
+            &mut w,
+            routes.route(s, d),
+            HT_COMMAND_BYTES + LINE_BYTES,
+            true,
+        );
         send(&mut w, routes.route(d, s), HT_RESPONSE_BYTES, true);
         w
     }
@@ -170,7 +175,10 @@ impl Machine {
             return 1.0;
         };
         let w = self.read_wire(routes, s, d);
-        let bytes = w.iter().find(|&&(l, _)| l == first.slot()).map_or(0.0, |&(_, b)| b);
+        let bytes = w
+            .iter()
+            .find(|&&(l, _)| l == first.slot())
+            .map_or(0.0, |&(_, b)| b);
         bytes / LINE_BYTES
     }
 

@@ -23,8 +23,8 @@
 use crate::hwloc::{self, HwlocDefaults};
 use crate::validate::{self, Problem};
 use crate::{
-    cpulist, preset, Coherence, preset_ids, CacheGeom, CoreParams, Curve, Link, Machine, MachineError, NodeHw,
-    OsCosts, PscConfig, SiblingNumbering, TlbConfig, TlbPool,
+    cpulist, preset, preset_ids, CacheGeom, Coherence, CoreParams, Curve, Link, Machine,
+    MachineError, NodeHw, OsCosts, PscConfig, SiblingNumbering, TlbConfig, TlbPool,
 };
 use numalab_core::{NodeId, NodeInfo, PageSize, Topology};
 use serde::Deserialize;

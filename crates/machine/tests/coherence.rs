@@ -43,9 +43,12 @@ fn a_remote_read_loads_the_outgoing_link_a_third_of_the_incoming_as_amd_measured
     let w = m.read_wire(&r, node(0), node(1));
     let (out, inc) = (bytes_on(&w, slot(&m, 0, 1)), bytes_on(&w, slot(&m, 1, 0)));
     let ratio = out / inc;
-    assert!((0.27..=0.41).contains(&ratio), "out {out} B, in {inc} B a line: {ratio}");
+    assert!(
+        (0.27..=0.41).contains(&ratio),
+        "out {out} B, in {inc} B a line: {ratio}"
+    );
     // the data and its header dominate the incoming direction
-    assert!(inc >= 68.0 && inc < 110.0, "{inc}");
+    assert!((68.0..110.0).contains(&inc), "{inc}");
     // "some non-data traffic" on the other links: probes to nodes 2 and 3, their answers
     for (a, b) in [(1, 3), (3, 1), (0, 2), (2, 0)] {
         assert!(bytes_on(&w, slot(&m, a, b)) > 0.0, "{a} -> {b}: {w:?}");
@@ -63,7 +66,10 @@ fn a_remote_store_loads_both_directions_alike_as_amd_measured() {
     let out = bytes_on(&rfo, slot(&m, 0, 1)) + bytes_on(&wb, slot(&m, 0, 1));
     let inc = bytes_on(&rfo, slot(&m, 1, 0)) + bytes_on(&wb, slot(&m, 1, 0));
     let ratio = out / inc;
-    assert!((0.85..=1.2).contains(&ratio), "out {out} B, in {inc} B: {ratio}");
+    assert!(
+        (0.85..=1.2).contains(&ratio),
+        "out {out} B, in {inc} B: {ratio}"
+    );
 }
 
 #[test]
@@ -72,7 +78,10 @@ fn broadcast_probes_load_the_links_for_local_reads_and_a_probe_filter_does_not()
     let local = m.read_wire(&r, node(0), node(0));
     // probes to nodes 1, 2, 3 and their answers: both of node 0's links, both ways
     for (a, b) in [(0, 1), (1, 0), (0, 2), (2, 0)] {
-        assert!(bytes_on(&local, slot(&m, a, b)) > 0.0, "{a} -> {b}: {local:?}");
+        assert!(
+            bytes_on(&local, slot(&m, a, b)) > 0.0,
+            "{a} -> {b}: {local:?}"
+        );
     }
     let mut pf = m.clone();
     pf.coherence = Coherence::HtProbeFilter;
@@ -91,9 +100,18 @@ fn the_flat_protocol_puts_the_payload_and_its_overhead_on_the_data_route() {
     let r = m.routes().unwrap();
     let wire = 64.0 * (1.0 + m.link_coherence_overhead);
     assert!(m.read_wire(&r, node(0), node(0)).is_empty());
-    assert_eq!(m.read_wire(&r, node(0), node(1)), vec![(slot(&m, 1, 0), wire)]);
-    assert_eq!(m.write_back_wire(&r, node(0), node(1)), vec![(slot(&m, 0, 1), wire)]);
-    assert_eq!(m.read_wire_factor(&r, node(0), node(1)), 1.0 + m.link_coherence_overhead);
+    assert_eq!(
+        m.read_wire(&r, node(0), node(1)),
+        vec![(slot(&m, 1, 0), wire)]
+    );
+    assert_eq!(
+        m.write_back_wire(&r, node(0), node(1)),
+        vec![(slot(&m, 0, 1), wire)]
+    );
+    assert_eq!(
+        m.read_wire_factor(&r, node(0), node(1)),
+        1.0 + m.link_coherence_overhead
+    );
 }
 
 #[test]
@@ -106,17 +124,28 @@ fn the_machine_file_names_the_protocol_and_refuses_a_flat_overhead_beside_anothe
     let e = load("base = \"opteron6164he-4n\"\ncoherence = \"mesif\"\n")
         .unwrap_err()
         .to_string();
-    assert!(e.contains("coherence") && e.contains("mesif") && e.contains("ht-probe-filter"), "{e}");
+    assert!(
+        e.contains("coherence") && e.contains("mesif") && e.contains("ht-probe-filter"),
+        "{e}"
+    );
 
     let e = load("base = \"opteron6164he-4n\"\nlink_coherence_overhead = 0.1\n")
         .unwrap_err()
         .to_string();
-    assert!(e.contains("link_coherence_overhead") && e.contains("flat"), "{e}");
+    assert!(
+        e.contains("link_coherence_overhead") && e.contains("flat"),
+        "{e}"
+    );
 
-    let m = load("base = \"opteron6164he-4n\"\ncoherence = \"flat\"\nlink_coherence_overhead = 0.1\n")
-        .unwrap();
-    assert_eq!((m.coherence, m.link_coherence_overhead), (Coherence::Flat, 0.1));
+    let m =
+        load("base = \"opteron6164he-4n\"\ncoherence = \"flat\"\nlink_coherence_overhead = 0.1\n")
+            .unwrap();
+    assert_eq!(
+        (m.coherence, m.link_coherence_overhead),
+        (Coherence::Flat, 0.1)
+    );
     // a preset written out and read back keeps its protocol
-    let back = Machine::from_toml_str(&preset("opteron6272-8n").unwrap().to_toml(), "back.toml").unwrap();
+    let back =
+        Machine::from_toml_str(&preset("opteron6272-8n").unwrap().to_toml(), "back.toml").unwrap();
     assert_eq!(back.coherence, Coherence::HtProbeFilter);
 }

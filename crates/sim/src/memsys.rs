@@ -726,11 +726,19 @@ mod tests {
             own[0] = lines;
             let waits = ms.requester_waits(&end, &[(0, own.as_slice())]);
             let ctrl_idle = end.ctrl_wait_ns.iter().all(|&w| w == 0.0);
-            (ms.link_bytes.iter().sum::<f64>(), end.link_wait_ns, waits[0], ctrl_idle)
+            (
+                ms.link_bytes.iter().sum::<f64>(),
+                end.link_wait_ns,
+                waits[0],
+                ctrl_idle,
+            )
         };
         let (bytes, link_waits, reader_wait, ctrl_idle) = run(&m);
         assert!(ctrl_idle, "the controllers keep up: any wait is the links'");
-        assert!(bytes > 0.0 && link_waits.iter().any(|&w| w > 0.0), "{link_waits:?}");
+        assert!(
+            bytes > 0.0 && link_waits.iter().any(|&w| w > 0.0),
+            "{link_waits:?}"
+        );
         assert!(reader_wait > 0.0);
         m.coherence = numalab_machine::Coherence::HtProbeFilter;
         let (bytes, link_waits, reader_wait, _) = run(&m);
