@@ -297,8 +297,8 @@ impl MemSys {
 
     #[inline(never)]
     fn read_links(&mut self, i: usize) {
-        for &(l, b) in &self.read_wire[i] {
-            self.epoch_link_bytes[l as usize] += b;
+        for &(l, bytes) in &self.read_wire[i] {
+            self.epoch_link_bytes[l as usize] += bytes;
         }
     }
 
@@ -329,8 +329,8 @@ impl MemSys {
         self.epoch_ctrl_bytes[d] += b as u64;
         self.ctrl_write_bytes[d] += b as u64;
         self.epoch_writes[s * self.n + d] += 1;
-        for &(l, b) in &self.write_wire[s * self.n + d] {
-            self.epoch_link_bytes[l as usize] += b;
+        for &(l, bytes) in &self.write_wire[s * self.n + d] {
+            self.epoch_link_bytes[l as usize] += bytes;
         }
     }
 
