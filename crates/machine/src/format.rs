@@ -851,9 +851,11 @@ fn resolve(
         None => b.map(|m| m.coherence).unwrap_or_default(),
     };
     let link_coherence_overhead = if coherence == Coherence::Flat {
+        // a base with another protocol has no flat factor to inherit
         pick(
             raw.link_coherence_overhead,
-            b.map(|m| m.link_coherence_overhead),
+            b.filter(|m| m.coherence == Coherence::Flat)
+                .map(|m| m.link_coherence_overhead),
             "link_coherence_overhead",
             "the coherence traffic added to link payload as a fraction (0.1 Intel, 0.2 Opteron)",
         )?

@@ -137,6 +137,12 @@ fn the_machine_file_names_the_protocol_and_refuses_a_flat_overhead_beside_anothe
         "{e}"
     );
 
+    // switching an HT preset to the flat factor needs the factor: the base has none
+    let e = load("base = \"opteron6164he-4n\"\ncoherence = \"flat\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("link_coherence_overhead"), "{e}");
+
     let m =
         load("base = \"opteron6164he-4n\"\ncoherence = \"flat\"\nlink_coherence_overhead = 0.1\n")
             .unwrap();
