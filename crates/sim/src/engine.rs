@@ -255,6 +255,14 @@ struct Thread {
     /// the backlog it joins: `wait_for_backlogs`).
     zeroing: Option<Zeroing>,
     zeroed_in_epoch: bool,
+    /// The migration copies it runs (`copy_on_thread`), written over its time as it goes
+    /// (`write_copies`); whether it wrote some in the current epoch; and the copies' lines
+    /// of the epoch, all and those inside faults (its share of a backlog's wait that is
+    /// migration time: `wait_for_backlogs`).
+    copies: Vec<CopyJob>,
+    copied_in_epoch: bool,
+    epoch_copy_lines: u64,
+    epoch_copy_fault_lines: u64,
     /// First-touch faults in the current epoch: its share of its process's mmap_lock
     /// backlog (`Simulator::wait_for_mmap_lock`).
     epoch_faults: u32,
@@ -276,26 +284,62 @@ fn finish_after_wait(th: &mut Thread) {
     }
 }
 
-/// A huge page being zeroed by its thread's fault: `bytes` written to `node` at an even rate
-/// over `[from_ns, until_ns)`; `written` of them are in the epochs closed so far.
+/// Bytes that kernel work moves at an even rate over `[from_ns, until_ns)`; `written` of them
+/// are in the epochs closed so far.
 #[derive(Copy, Clone, Debug)]
-struct Zeroing {
-    node: usize,
+struct Span {
     bytes: u64,
     from_ns: f64,
     until_ns: f64,
     written: u64,
 }
 
-impl Zeroing {
+impl Span {
     /// The bytes written by `t_ns` and not counted yet; counts them.
     fn take_until(&mut self, t_ns: f64) -> u64 {
-        let frac = ((t_ns - self.from_ns) / (self.until_ns - self.from_ns)).clamp(0.0, 1.0);
+        let frac = if self.until_ns > self.from_ns {
+            ((t_ns - self.from_ns) / (self.until_ns - self.from_ns)).clamp(0.0, 1.0)
+        } else if t_ns >= self.from_ns {
+            1.0
+        } else {
+            0.0
+        };
         let by_now = (self.bytes as f64 * frac).round() as u64;
         let new = by_now.saturating_sub(self.written);
         self.written += new;
         new
     }
+
+    fn done(&self) -> bool {
+        self.written == self.bytes
+    }
+
+    /// The rest waits `ns` (its copier waited for a backlog): the span resumes that much
+    /// later, at the same rate.
+    fn delay(&mut self, ns: f64) {
+        self.from_ns += ns;
+        self.until_ns += ns;
+    }
+}
+
+/// A huge page being zeroed by its thread's fault: written to `node` over the fault's time.
+#[derive(Copy, Clone, Debug)]
+struct Zeroing {
+    node: usize,
+    span: Span,
+}
+
+/// A folio's migration copy (docs/model.md, "Migration copies"): read from `from` and written
+/// to `to` by a CPU of node `cpu_node`, over the time its copier spends on it. `in_fault`:
+/// the copier is a thread in a fault (hint fault, next-touch), whose waits for the copy's
+/// backlogs are fault time as well as migration time.
+#[derive(Copy, Clone, Debug)]
+struct CopyJob {
+    cpu_node: usize,
+    from: usize,
+    to: usize,
+    in_fault: bool,
+    span: Span,
 }
 
 /// The daemons and kernel threads whose work runs on some CPU (`Simulator::run_daemon`).
@@ -353,6 +397,13 @@ pub struct Simulator {
     policy_ns: f64,
     /// When the policy daemon's and khugepaged's current work ends (`run_daemon`), ns.
     daemon_free_ns: [f64; 2],
+    /// The copies the daemons run (a policy daemon's move_pages, khugepaged's collapses),
+    /// over their work's time (`copy_on_daemon`); nobody waits for their backlogs but the
+    /// threads whose traffic shares them.
+    daemon_copies: Vec<CopyJob>,
+    /// The lines the daemons' copies put on the memory system in the current epoch, per CPU
+    /// node (`memsys::requester_lines`): their share of a backlog's wait.
+    daemon_lines: Vec<Vec<u64>>,
     /// Policy hooks that acted, with their decisions (`SimResult::policy_log`).
     policy_log: Vec<PolicyLogEntry>,
     /// Policies are configured: phase ops stop a thread's run for `on_phase`.
@@ -489,6 +540,10 @@ impl Simulator {
                     turn_clock: 0.0,
                     epoch_zero_lines: 0,
                     zeroing: None,
+                    copies: Vec::new(),
+                    copied_in_epoch: false,
+                    epoch_copy_lines: 0,
+                    epoch_copy_fault_lines: 0,
                     zeroed_in_epoch: false,
                     epoch_faults: 0,
                     epoch_dram_start: 0,
@@ -602,6 +657,11 @@ impl Simulator {
             now: 0.0,
             policy_ns: 0.0,
             daemon_free_ns: [0.0; 2],
+            daemon_copies: Vec::new(),
+            daemon_lines: vec![
+                crate::memsys::requester_lines(machine.topology.num_nodes());
+                machine.topology.num_nodes()
+            ],
             policy_log: Vec::new(),
             hooks: false,
             moved: Vec::new(),
@@ -681,7 +741,11 @@ impl Simulator {
                 if th.zeroing.is_some() {
                     th.zeroed_in_epoch |= write_zeroing(th, &mut self.sh, end);
                 }
+                if !th.copies.is_empty() {
+                    th.copied_in_epoch |= write_copies(th, &mut self.sh, end);
+                }
             }
+            self.write_daemon_copies(end);
             let served = self.sh.mem.end_epoch(epoch);
             self.wait_for_backlogs(end, &served, &clocks_at_start);
             self.wait_for_mmap_lock(end, epoch);
@@ -747,7 +811,9 @@ impl Simulator {
         // the last faults' zeroing, in the controllers' byte counts
         for th in &mut self.threads {
             write_zeroing(th, &mut self.sh, f64::INFINITY);
+            write_copies(th, &mut self.sh, f64::INFINITY);
         }
+        self.write_daemon_copies(f64::INFINITY);
         let avg_util: Vec<f64> = util_sum.iter().map(|u| u / epochs.max(1) as f64).collect();
         Ok(self.finish(started, timeline, avg_util))
     }
@@ -760,32 +826,68 @@ impl Simulator {
     fn wait_for_backlogs(&mut self, end: f64, served: &EpochEnd, clocks_at_start: &[f64]) {
         // no backlog left (most epochs): nothing to share, and nothing allocated
         let stall_ns = served.any_wait().then(|| {
+            // the daemons' copies are requesters too, one per node their CPUs are on
             let requesters: Vec<(usize, &[u64])> = self
                 .threads
                 .iter()
                 .map(|th| (th.node, th.epoch_lines.as_slice()))
+                .chain(self.daemon_lines.iter().map(Vec::as_slice).enumerate())
                 .collect();
             self.sh.mem.requester_waits(served, &requesters)
         });
+        if let Some(w) = &stall_ns {
+            // a daemon's copy that outran a controller or link resumes when its lines are
+            // served (its daemon is on a CPU of its own: nobody else waits for it)
+            let n = self.sh.nodes;
+            let daemon_waits = &w[self.threads.len()..self.threads.len() + n];
+            for c in &mut self.daemon_copies {
+                c.span.delay(daemon_waits[c.cpu_node]);
+            }
+        }
+        for lines in &mut self.daemon_lines {
+            lines.iter_mut().for_each(|x| *x = 0);
+        }
         for (i, (th, &before)) in self.threads.iter_mut().zip(clocks_at_start).enumerate() {
             let stall = stall_ns.as_ref().map_or(0.0, |w| w[i]);
             let until = end + stall;
-            // a thread in a fault that zeroed in this epoch issued traffic in it
+            // a thread in a fault that zeroed, or in a copy that copied, in this epoch issued
+            // traffic in it
             let zeroed = std::mem::take(&mut th.zeroed_in_epoch);
-            let issued = th.clock != before || zeroed;
-            if stall > 0.0 && issued && th.clock < until {
-                // the share of the thread's lines that zeroed its faults' huge pages is time
-                // in the fault handler; the rest waits for its own data
-                let dram = th.s.dram_local + th.s.dram_remote;
-                let zero = th.epoch_zero_lines as f64;
-                let in_fault = zero / (zero + (dram - th.epoch_dram_start) as f64).max(1.0);
-                let wait = until - th.clock;
-                th.s.fault_ns += wait * in_fault;
-                th.s.memory_ns += wait * (1.0 - in_fault);
-                th.clock = until;
+            let copied = std::mem::take(&mut th.copied_in_epoch);
+            let issued = th.clock != before || zeroed || copied;
+            // a copier ahead of the epoch in its copy: the rest of the copy waits for what
+            // the epoch could not serve, and so does the copier
+            let wait = if th.clock < until {
+                until - th.clock
+            } else if copied {
+                stall
+            } else {
+                0.0
+            };
+            if stall > 0.0 && issued && wait > 0.0 {
+                // the shares of the thread's lines that zeroed its faults' huge pages and
+                // that copied folios are fault and migration time; the rest waits for its
+                // own data
+                let dram = (th.s.dram_local + th.s.dram_remote - th.epoch_dram_start) as f64;
+                let (zero, copy) = (th.epoch_zero_lines as f64, th.epoch_copy_lines as f64);
+                let copy_fault = th.epoch_copy_fault_lines as f64;
+                let all = (zero + copy + dram).max(1.0);
+                th.s.fault_ns += wait * ((zero + copy_fault) / all);
+                th.s.migration_ns += wait * (copy / all);
+                th.s.memory_ns += wait * (1.0 - (zero + copy) / all);
+                th.clock = if th.clock < until {
+                    until
+                } else {
+                    th.clock + wait
+                };
+                for c in &mut th.copies {
+                    c.span.delay(wait);
+                }
                 finish_after_wait(th);
             }
             th.epoch_zero_lines = 0;
+            th.epoch_copy_lines = 0;
+            th.epoch_copy_fault_lines = 0;
             th.epoch_dram_start = th.s.dram_local + th.s.dram_remote;
             th.epoch_lines.iter_mut().for_each(|x| *x = 0);
         }
@@ -1171,11 +1273,7 @@ impl Simulator {
             self.sh
                 .os
                 .mark_migrating(start, PageSize::Huge2M, from_ns, from_ns + ns);
-            for (from, to, bytes) in copies {
-                if from != to {
-                    self.sh.mem.copy(from, to, bytes);
-                }
-            }
+            self.copy_on_daemon(&copies, from_ns, from_ns + ns);
             for core in self.cores.states() {
                 core.tlb.invalidate_range(start, PageSize::Huge2M.bytes());
             }
@@ -1374,9 +1472,6 @@ impl Simulator {
     /// (`charge`); each folio is under a migration entry while its copy runs, in the call's
     /// order from the call's start (`Os::mark_migrating`); the task's TLBs are shot down.
     fn after_migration(&mut self, task: TaskId, r: MigrateReport, caller: Option<usize>) {
-        for &(from, to, b) in &r.copies {
-            self.sh.mem.copy(from, to, b);
-        }
         if r.folios_moved > 0 {
             let (base, rate) = (
                 self.sh.p.move_pages_base_ns,
@@ -1385,6 +1480,11 @@ impl Simulator {
             let p = &self.sh.p;
             let copy_ns: f64 = r.moved.iter().map(|&(_, s)| p.folio_copy_ns(s, rate)).sum();
             let start = self.charge(caller, base + copy_ns);
+            let window = (start + base, start + base + copy_ns);
+            match caller.and_then(|t| self.threads.get_mut(t)) {
+                Some(th) => copy_on_thread(th, &r.copies, window.0, window.1, false),
+                None => self.copy_on_daemon(&r.copies, window.0, window.1),
+            }
             let mut at = start + base;
             for &(s, size) in &r.moved {
                 let until = at + self.sh.p.folio_copy_ns(size, rate);
@@ -1396,6 +1496,36 @@ impl Simulator {
             }
             self.shootdown(task, 0, 0);
         }
+    }
+
+    /// A daemon copies `copies` (from, to, bytes) over `[from_ns, until_ns)` of its work: as
+    /// `copy_on_thread`, run by a CPU of the destination node (where the kernel allocates the
+    /// new folio; which CPU a daemon runs on is not modelled).
+    fn copy_on_daemon(&mut self, copies: &[(usize, usize, u64)], from_ns: f64, until_ns: f64) {
+        for c in copy_jobs(copies, 0, false, from_ns, until_ns) {
+            self.daemon_copies.push(CopyJob {
+                cpu_node: c.to,
+                ..c
+            });
+        }
+    }
+
+    /// Put on the memory system the daemons' copies run by `t_ns`.
+    fn write_daemon_copies(&mut self, t_ns: f64) {
+        if self.daemon_copies.is_empty() {
+            return;
+        }
+        let n = self.sh.nodes;
+        for c in &mut self.daemon_copies {
+            let bytes = c.span.take_until(t_ns);
+            if bytes > 0 {
+                self.sh.mem.copy(c.cpu_node, c.from, c.to, bytes);
+                let lines = bytes.div_ceil(64);
+                self.daemon_lines[c.cpu_node][c.from] += lines;
+                self.daemon_lines[c.cpu_node][n + c.to] += lines;
+            }
+        }
+        self.daemon_copies.retain(|c| !c.span.done());
     }
 
     /// Time of a call made for a policy: to thread `caller` when a hook runs in its context,
@@ -2090,10 +2220,12 @@ fn zero_fill(th: &mut Thread, sh: &mut Shared, node: usize, size: PageSize) -> f
     write_zeroing(th, sh, f64::INFINITY);
     th.zeroing = Some(Zeroing {
         node,
-        bytes: size.bytes(),
-        from_ns: th.clock,
-        until_ns: th.clock + ns,
-        written: 0,
+        span: Span {
+            bytes: size.bytes(),
+            from_ns: th.clock,
+            until_ns: th.clock + ns,
+            written: 0,
+        },
     });
     ns
 }
@@ -2131,9 +2263,9 @@ fn write_zeroing(th: &mut Thread, sh: &mut Shared, t_ns: f64) -> bool {
     let Some(z) = th.zeroing.as_mut() else {
         return false;
     };
-    let bytes = z.take_until(t_ns);
+    let bytes = z.span.take_until(t_ns);
     let node = z.node;
-    if z.written == z.bytes {
+    if z.span.done() {
         th.zeroing = None;
     }
     if bytes == 0 {
@@ -2143,6 +2275,78 @@ fn write_zeroing(th: &mut Thread, sh: &mut Shared, t_ns: f64) -> bool {
     th.epoch_zero_lines += bytes / 64;
     th.epoch_lines[sh.nodes + node] += bytes / 64;
     true
+}
+
+/// The jobs of copying `copies` (from, to, bytes: a migration's folios, in order) on a CPU of
+/// `cpu_node` over `[from_ns, until_ns)`, each folio's bytes over its share of the time.
+fn copy_jobs(
+    copies: &[(usize, usize, u64)],
+    cpu_node: usize,
+    in_fault: bool,
+    from_ns: f64,
+    until_ns: f64,
+) -> impl Iterator<Item = CopyJob> + '_ {
+    let total: u64 = copies.iter().map(|c| c.2).sum();
+    let ns_per_byte = (until_ns - from_ns).max(0.0) / total.max(1) as f64;
+    let mut at = from_ns;
+    copies.iter().filter_map(move |&(from, to, bytes)| {
+        let start = at;
+        at += bytes as f64 * ns_per_byte;
+        (from != to && bytes > 0).then_some(CopyJob {
+            cpu_node,
+            from,
+            to,
+            in_fault,
+            span: Span {
+                bytes,
+                from_ns: start,
+                until_ns: at,
+                written: 0,
+            },
+        })
+    })
+}
+
+/// The thread copies `copies` over `[from_ns, until_ns)` of its time (docs/model.md,
+/// "Migration copies"): each epoch gets the bytes it copied in it (`write_copies`), as its own
+/// lines, so that its copies and other copiers' add up on the controllers and links, and it
+/// waits for the backlogs they make.
+fn copy_on_thread(
+    th: &mut Thread,
+    copies: &[(usize, usize, u64)],
+    from_ns: f64,
+    until_ns: f64,
+    in_fault: bool,
+) {
+    let jobs = copy_jobs(copies, th.node, in_fault, from_ns, until_ns);
+    th.copies.extend(jobs);
+}
+
+/// Put on the memory system the bytes of the thread's copies run by `t_ns`; returns whether
+/// it wrote any.
+fn write_copies(th: &mut Thread, sh: &mut Shared, t_ns: f64) -> bool {
+    if th.copies.is_empty() {
+        return false;
+    }
+    let mut wrote = false;
+    let n = sh.nodes;
+    for c in &mut th.copies {
+        let bytes = c.span.take_until(t_ns);
+        if bytes == 0 {
+            continue;
+        }
+        sh.mem.copy(c.cpu_node, c.from, c.to, bytes);
+        let lines = bytes.div_ceil(64);
+        th.epoch_lines[c.from] += lines;
+        th.epoch_lines[n + c.to] += lines;
+        th.epoch_copy_lines += 2 * lines;
+        if c.in_fault {
+            th.epoch_copy_fault_lines += 2 * lines;
+        }
+        wrote = true;
+    }
+    th.copies.retain(|c| !c.span.done());
+    wrote
 }
 
 /// A touch of a fresh folio (os/first_touch.rs) while its owner's fault may be in flight.
@@ -2405,8 +2609,10 @@ fn slow_path_after_wait(
         let r = sh.os.kernel_next_touch_fault(addr, local);
         ns += sh.p.fault_ns[0];
         if r.folios_moved > 0 {
-            sh.mem.copy(pte.node(), th.node, size.bytes());
-            ns += sh.p.folio_copy_ns(size, sh.p.kernel_copy_bytes_per_ns);
+            let copy_ns = sh.p.folio_copy_ns(size, sh.p.kernel_copy_bytes_per_ns);
+            let at = th.clock + ns;
+            copy_on_thread(th, &r.copies, at, at + copy_ns, true);
+            ns += copy_ns;
             th.s.next_touch_migrations += 1;
             th.tlb.invalidate(start, size);
             // other touchers wait while this fault copies (migration_entry.rs)
@@ -2426,9 +2632,8 @@ fn slow_path_after_wait(
                 now_ns: th.clock,
             });
         let copied = !h.copies.is_empty();
-        for (from, to, bytes) in h.copies {
-            sh.mem.copy(from, to, bytes);
-        }
+        // the fault's copies over its time (the hint fault's own costs are small beside them)
+        copy_on_thread(th, &h.copies, th.clock + ns, th.clock + ns + h.ns, true);
         for (s, sz) in h.invalidate {
             th.tlb.invalidate(s, sz);
         }
@@ -2478,9 +2683,7 @@ fn moves_on_touch_fault(
         th.s.next_touch_migrations += t.report.folios_moved;
         (ns, t.report)
     };
-    for &(from, to, b) in &r.copies {
-        sh.mem.copy(from, to, b);
-    }
+    copy_on_thread(th, &r.copies, th.clock, th.clock + ns, true);
     for &(s, size) in &r.moved {
         th.tlb.invalidate(s, size);
         // moved during this fault; other touchers wait (migration_entry.rs)

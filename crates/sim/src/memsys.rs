@@ -114,12 +114,8 @@ pub struct MemSys {
     /// at once rather than spread, as the faulting thread waits for it as it goes.
     epoch_zero_ctrl_bytes: Vec<u64>,
     epoch_zero_link_bytes: Vec<f64>,
-    /// Migration copies queued from node `from` to node `to`: `[from * n + to]`, bytes.
-    copy_pending_bytes: Vec<f64>,
-    /// The rate queued copies move at, bytes per ns (`OsCosts::kernel_copy_mbps`).
-    copy_bytes_per_ns: f64,
-    /// Write-backs from CPU node s to memory node d this epoch: `epoch_writes[s * n + d]`
-    /// (which requesters a backlog holds back).
+    /// Write-backs (and zeroing, and copies' lines) from CPU node s to memory node d this
+    /// epoch: `epoch_writes[s * n + d]` (which requesters a backlog holds back).
     epoch_writes: Vec<u64>,
     // cumulative counters (reads of the current epoch are added by `end_epoch`; the
     // accessors below include them)
@@ -232,9 +228,6 @@ impl MemSys {
             epoch_zero_ctrl_bytes: vec![0; n],
             epoch_zero_link_bytes: vec![0.0; slots],
             epoch_writes: vec![0; n * n],
-            copy_pending_bytes: vec![0.0; n * n],
-            // MB/s = 1e6 bytes per 1e9 ns
-            copy_bytes_per_ns: m.os.kernel_copy_mbps / 1000.0,
             ctrl_read_bytes: vec![0; n],
             ctrl_write_bytes: vec![0; n],
             directory_write_bytes: vec![0; n],
@@ -367,43 +360,30 @@ impl MemSys {
         }
     }
 
-    /// Account bulk copy traffic (page migration): `bytes` read on `from`, written on `to`.
-    /// The copy is queued; `end_epoch` moves it at the kernel's copy rate (`drain_copies`),
-    /// so a large migration loads the controllers and the route while it runs rather than in
-    /// one epoch. The cumulative counters take the bytes at once.
-    pub fn copy(&mut self, from: usize, to: usize, bytes: u64) {
+    /// Account `bytes` of a migration copy run by a CPU of node `s`, in the current epoch:
+    /// read from memory node `from` and written to `to`, with the wires of that many line
+    /// reads and write-backs (the protocol's requests, probes and responses, as
+    /// `read`/`write_back` put them). The engine hands each epoch the part of a copy its
+    /// copier ran in it (`engine::write_copies`: a folio's copy at an even rate over the
+    /// copier's time), so several copies at once add up and a copy that outruns a controller
+    /// or a link waits for it like any traffic. The lines weigh the requesters' path latencies
+    /// like write-backs (`epoch_writes`), and do not count as DRAM requests served (`served`):
+    /// the LAR and the samples see the program's accesses only.
+    pub fn copy(&mut self, s: usize, from: usize, to: usize, bytes: u64) {
+        let n = self.n;
+        let lines = bytes.div_ceil(self.line_bytes as u64);
         self.ctrl_read_bytes[from] += bytes;
         self.ctrl_write_bytes[to] += bytes;
-        self.copy_pending_bytes[from * self.n + to] += bytes as f64;
-    }
-
-    /// Bytes of queued copies still to move (all pairs).
-    #[cfg(test)]
-    fn copy_pending_bytes(&self) -> f64 {
-        self.copy_pending_bytes.iter().sum()
-    }
-
-    /// Move up to `copy_bytes_per_ns × epoch_ns` of each pair's queued copy into the epoch's
-    /// traffic: one kernel thread copies a pair's pages at a time (reference/policies.md
-    /// §10's `kernel_copy_mbps`, the in-kernel copy rate).
-    fn drain_copies(&mut self, epoch_ns: f64) {
-        let n = self.n;
-        let can = self.copy_bytes_per_ns * epoch_ns;
-        for i in 0..n * n {
-            let pending = self.copy_pending_bytes[i];
-            if pending <= 0.0 {
-                continue;
-            }
-            let b = pending.min(can);
-            self.copy_pending_bytes[i] = pending - b;
-            let (from, to) = (i / n, i % n);
-            let whole = b.round() as u64;
-            self.epoch_ctrl_bytes[from] += whole;
-            self.epoch_ctrl_bytes[to] += whole;
-            let wire = b * self.bulk_wire_factor;
-            for &l in &self.write_slots[i] {
-                self.epoch_link_bytes[l as usize] += wire;
-            }
+        self.epoch_ctrl_bytes[from] += bytes;
+        self.epoch_ctrl_bytes[to] += bytes;
+        self.epoch_writes[s * n + from] += lines;
+        self.epoch_writes[s * n + to] += lines;
+        let k = lines as f64;
+        for &(l, b) in &self.read_wire[s * n + from] {
+            self.epoch_link_bytes[l as usize] += b * k;
+        }
+        for &(l, b) in &self.write_wire[s * n + to] {
+            self.epoch_link_bytes[l as usize] += b * k;
         }
     }
 
@@ -412,7 +392,6 @@ impl MemSys {
     /// for the backlogs their traffic joined.
     pub fn end_epoch(&mut self, epoch_ns: f64) -> EpochEnd {
         let n = self.n;
-        self.drain_copies(epoch_ns);
         let line = self.line_bytes as u64;
         let weight = 1.0 - (-epoch_ns / DEMAND_TAU_NS).exp();
         // Lines each requesting node s put on each controller d (reads and write-backs):
@@ -747,31 +726,30 @@ mod tests {
     }
 
     #[test]
-    fn a_migration_copy_moves_at_the_kernel_copy_rate() {
+    fn a_copy_loads_both_controllers_and_the_wires_of_its_reads_and_writes() {
+        // a copier on node 1 pulling a page from node 0 into node 1: node 0's controller
+        // reads it, node 1's writes it, and the links carry what as many remote line reads
+        // carry (the write-backs are local)
         let m = numalab_machine::preset("xeon-x5650-2n").unwrap();
         let routes = Routes::compute(m.topology.num_nodes(), &m.links).unwrap();
-        let mut ms = MemSys::new(&m, &routes);
-        let rate = m.os.kernel_copy_mbps / 1000.0; // bytes per ns
-        let epoch = 20_000.0;
-        let bytes = 64u64 << 20;
-        ms.copy(0, 1, bytes);
-        // counted at once, but carried epoch by epoch at the copy rate
-        assert_eq!(ms.ctrl_read_bytes(0), bytes);
-        let mut epochs = 0;
-        let mut carried = 0.0;
-        while ms.copy_pending_bytes() > 0.0 {
-            let end = ms.end_epoch(epoch);
-            assert!(
-                end.ctrl_bytes[0] <= rate * epoch + 1.0,
-                "{}",
-                end.ctrl_bytes[0]
-            );
-            carried += end.ctrl_bytes[1];
-            epochs += 1;
+        let (mut copy, mut reads) = (MemSys::new(&m, &routes), MemSys::new(&m, &routes));
+        let bytes = 4096u64;
+        copy.copy(1, 0, 1, bytes);
+        for _ in 0..bytes / 64 {
+            reads.read(1, 0);
         }
-        assert!((carried - bytes as f64).abs() < epochs as f64, "{carried}");
-        let expected = (bytes as f64 / (rate * epoch)).ceil() as usize;
-        assert_eq!(epochs, expected);
+        assert_eq!(copy.ctrl_read_bytes(0), bytes);
+        assert_eq!(copy.ctrl_write_bytes[1], bytes);
+        let (c, r) = (copy.end_epoch(20_000.0), reads.end_epoch(20_000.0));
+        assert_eq!(c.ctrl_bytes, vec![bytes as f64; 2]);
+        assert_eq!(r.ctrl_bytes, vec![bytes as f64, 0.0]);
+        assert!(
+            (copy.link_bytes.iter().sum::<f64>() - reads.link_bytes.iter().sum::<f64>()).abs()
+                < 1e-6
+        );
+        assert!(copy.link_bytes.iter().sum::<f64>() > bytes as f64);
+        // a copy is not a program's DRAM request: the LAR does not see it
+        assert!(copy.served().iter().flatten().all(|&x| x == 0));
     }
 
     #[test]
