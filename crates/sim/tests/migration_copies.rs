@@ -45,6 +45,10 @@ impl Policy for MarkAll {
 /// Thread 0 (node 0) first-touches the buffer; after it marks it, `copiers` threads of node 1
 /// each touch their share of its pages, one write a page, in phase 2.
 fn run(m: &Machine, copiers: usize) -> SimResult {
+    run_epochs(m, copiers, SimConfig::default().epoch_ns)
+}
+
+fn run_epochs(m: &Machine, copiers: usize, epoch_ns: f64) -> SimResult {
     let share = PAGES / copiers as u64;
     let w = Script {
         maps: vec![(PAGES * PAGE, MapOptions::default())],
@@ -79,6 +83,7 @@ fn run(m: &Machine, copiers: usize) -> SimResult {
         pinning: Pinning::Cpus(cpus),
         sample_period: 0,
         policies: vec![Box::new(MarkAll)],
+        epoch_ns,
         ..Default::default()
     };
     simulate(m, &w, cfg).expect("simulation runs")
@@ -171,6 +176,14 @@ fn copiers_that_outrun_a_link_share_it_and_wait_for_it() {
         assert!(t.fault_ns > 2.0 * per_copier, "{} ns in faults", t.fault_ns);
         assert!(t.migration_ns >= t.fault_ns - 1.0, "{t:?}");
     }
+    // the copies progress at what the link serves whatever the epoch length
+    for epoch_ns in [5_000.0, 100_000.0] {
+        let other = throughput(&run_epochs(&m, 4, epoch_ns));
+        assert!(
+            (other / four - 1.0).abs() < 0.02,
+            "{other:.3} GB/s at {epoch_ns} ns epochs, {four:.3} at the default"
+        );
+    }
     // one copier alone fits in the link (4096 B / 5.1 µs = 0.8 GB/s) and keeps its rate
     let one = throughput(&run(&m, 1));
     let expect = PAGE as f64 / page_ns(&m);
@@ -204,4 +217,99 @@ fn on_barcelona_four_copiers_fill_the_link_sooner_with_broadcast_probes() {
         "one copier {one:.3} GB/s; four: {broadcast:.3} with broadcast probes, \
          {filtered:.3} with a probe filter"
     );
+}
+
+/// Moves the whole mapping to node 1 from thread 1's hook at phase 2: a move_pages call made
+/// by that thread.
+struct MoveAll;
+
+impl Policy for MoveAll {
+    fn name(&self) -> &str {
+        "move-all"
+    }
+    fn period_ns(&self) -> u64 {
+        u64::MAX
+    }
+    fn tick(&mut self, _view: &dyn MemoryView) -> Vec<Action> {
+        Vec::new()
+    }
+    fn on_phase(&mut self, view: &dyn MemoryView, thread: ThreadId, phase: u16) -> Vec<Action> {
+        if thread.0 != 1 || phase != 2 {
+            return Vec::new();
+        }
+        let r = &view.regions()[0];
+        vec![Action::Migrate {
+            task: TaskId(0),
+            start: r.start,
+            len_bytes: r.len_bytes,
+            to: NodeId(1),
+        }]
+    }
+}
+
+/// Thread 0 (node 0) first-touches the buffer; thread 1 (node 1) moves it with one call.
+fn run_move_pages(m: &Machine, epoch_ns: f64) -> SimResult {
+    let w = Script {
+        maps: vec![(PAGES * PAGE, MapOptions::default())],
+        threads: 2,
+        ops: move |b: &[u64], t: usize| {
+            let mut v = Vec::new();
+            if t == 0 {
+                v.push(Op::Run {
+                    base: b[0],
+                    lines: PAGES as u32,
+                    stride_bytes: PAGE as u16,
+                    kind: AccessKind::Write,
+                });
+            }
+            v.extend([Op::Barrier, Op::Phase { id: 2 }, Op::Barrier]);
+            v
+        },
+    };
+    let cfg = SimConfig {
+        pinning: Pinning::Cpus(vec![
+            m.topology.nodes[0].cpus[0],
+            m.topology.nodes[1].cpus[0],
+        ]),
+        sample_period: 0,
+        policies: vec![Box::new(MoveAll)],
+        epoch_ns,
+        ..Default::default()
+    };
+    simulate(m, &w, cfg).expect("simulation runs")
+}
+
+#[test]
+fn a_long_copy_through_a_slow_link_takes_what_the_link_serves_whatever_the_epoch() {
+    // one move_pages call of 16 MiB, through a link cut below the call's copy rate: the
+    // caller is ahead of the epochs in its call all along, and its copy moves at the link's
+    // pace, not at move_pages' 600 MB/s, and not slower
+    let mut m = machine();
+    let fast = run_move_pages(&m, SimConfig::default().epoch_ns);
+    for l in &mut m.links {
+        l.gbps_per_dir = 0.25;
+    }
+    let routes = numalab_machine::Routes::compute(m.topology.num_nodes(), &m.links).unwrap();
+    let payload_gbps = m.read_payload_gbps(&routes, NodeId(1), NodeId(0));
+    let bytes = (PAGES * PAGE) as f64;
+    let call = |r: &SimResult| r.per_thread[1].migration_ns;
+    let unhindered = m.os.move_pages_base_ns + bytes / (m.os.move_pages_mbps * 1e-3);
+    assert!(
+        (call(&fast) / unhindered - 1.0).abs() < 0.01,
+        "{} ns for a {unhindered} ns call",
+        call(&fast)
+    );
+    let link_bound = m.os.move_pages_base_ns + bytes / payload_gbps;
+    let mut calls = Vec::new();
+    for epoch_ns in [5_000.0, 20_000.0, 100_000.0] {
+        let r = run_move_pages(&m, epoch_ns);
+        assert_eq!(r.per_node[1].resident_bytes, PAGES * PAGE);
+        calls.push(call(&r));
+    }
+    for c in &calls {
+        assert!(
+            (c / link_bound - 1.0).abs() < 0.05,
+            "{calls:?} ns against {link_bound:.0} through the link"
+        );
+    }
 }
