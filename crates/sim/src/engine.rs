@@ -2181,13 +2181,18 @@ fn translate<B: Build>(
             let up = th.tlb.walk_levels(addr, size);
             let walk = RefKind::with(&sh.p, false, true);
             cost += sh.p.walk_base_ns;
+            // each entry is read from its table page's node (os/pt_pages.rs), where the fault
+            // that needed the table put it
+            let table = |sh: &Shared, level| sh.os.pt_pages.node(addr, level).unwrap_or(home);
             for (needed, level) in [(up.pdpte, PageSize::Giant1G), (up.pde, PageSize::Huge2M)] {
                 if needed {
-                    cost += walk_ref(b, th, sh, sh.p.pt_lines.line(addr, level), home, &walk);
+                    let node = table(sh, level);
+                    cost += walk_ref(b, th, sh, sh.p.pt_lines.line(addr, level), node, &walk);
                 }
             }
             let leaf = sh.p.pt_lines.line(addr, size);
-            cost += walk_ref(b, th, sh, leaf, home, &walk);
+            let node = table(sh, size);
+            cost += walk_ref(b, th, sh, leaf, node, &walk);
         }
     }
     Ok((cost, home, size))

