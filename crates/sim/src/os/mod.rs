@@ -233,6 +233,17 @@ pub struct Os {
     pub pt_pages: pt_pages::PtPages,
 }
 
+/// Uniform draws below their argument from a 64-bit LCG seeded with `seed` (Knuth's MMIX
+/// constants): a policy's random choices for one allocation (`mempolicy::place`).
+fn draws(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |m: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % m
+    }
+}
+
 impl Os {
     pub fn new(topo: &Topology, thp: ThpMode, task_policy: MemPolicy, seed: u64) -> Os {
         let total: Vec<u64> = topo.nodes.iter().map(|n| n.mem_bytes >> 12).collect();
@@ -471,13 +482,7 @@ impl Os {
         ) {
             return local;
         }
-        let mut seed = self.next_rand();
-        let mut rand = move |m: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % m
-        };
+        let mut rand = draws(self.next_rand());
         let ctx = PlaceCtx {
             topo: &self.topo,
             zonelists: &self.zonelists,
@@ -504,13 +509,7 @@ impl Os {
     ) -> Result<Fault, OsError> {
         let folio_start = size.align_down(addr);
         let units = size.base_pages();
-        let mut seed = self.next_rand();
-        let mut rand = move |m: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % m
-        };
+        let mut rand = draws(self.next_rand());
         let policy_is_local = {
             let r = &self.regions[ri];
             let p = r
