@@ -342,6 +342,23 @@ struct CopyJob {
     span: Span,
 }
 
+impl CopyJob {
+    /// Put on the memory system the bytes copied by `t_ns` and not yet written, counted as
+    /// their copier's lines in `lines` (`memsys::requester_lines`); returns those lines.
+    fn write_until(&mut self, t_ns: f64, mem: &mut MemSys, lines: &mut [u64]) -> u64 {
+        let bytes = self.span.take_until(t_ns);
+        if bytes == 0 {
+            return 0;
+        }
+        mem.copy(self.cpu_node, self.from, self.to, bytes);
+        let k = bytes.div_ceil(64);
+        let n = lines.len() / 3;
+        lines[self.from] += k;
+        lines[n + self.to] += k;
+        k
+    }
+}
+
 /// The daemons and kernel threads whose work runs on some CPU (`Simulator::run_daemon`).
 #[derive(Copy, Clone)]
 enum Daemon {
@@ -1502,12 +1519,8 @@ impl Simulator {
     /// `copy_on_thread`, run by a CPU of the destination node (where the kernel allocates the
     /// new folio; which CPU a daemon runs on is not modelled).
     fn copy_on_daemon(&mut self, copies: &[(usize, usize, u64)], from_ns: f64, until_ns: f64) {
-        for c in copy_jobs(copies, 0, false, from_ns, until_ns) {
-            self.daemon_copies.push(CopyJob {
-                cpu_node: c.to,
-                ..c
-            });
-        }
+        let jobs = copy_jobs(copies, None, false, from_ns, until_ns);
+        self.daemon_copies.extend(jobs);
     }
 
     /// Put on the memory system the daemons' copies run by `t_ns`.
@@ -1515,15 +1528,8 @@ impl Simulator {
         if self.daemon_copies.is_empty() {
             return;
         }
-        let n = self.sh.nodes;
         for c in &mut self.daemon_copies {
-            let bytes = c.span.take_until(t_ns);
-            if bytes > 0 {
-                self.sh.mem.copy(c.cpu_node, c.from, c.to, bytes);
-                let lines = bytes.div_ceil(64);
-                self.daemon_lines[c.cpu_node][c.from] += lines;
-                self.daemon_lines[c.cpu_node][n + c.to] += lines;
-            }
+            c.write_until(t_ns, &mut self.sh.mem, &mut self.daemon_lines[c.cpu_node]);
         }
         self.daemon_copies.retain(|c| !c.span.done());
     }
@@ -2283,10 +2289,11 @@ fn write_zeroing(th: &mut Thread, sh: &mut Shared, t_ns: f64) -> bool {
 }
 
 /// The jobs of copying `copies` (from, to, bytes: a migration's folios, in order) on a CPU of
-/// `cpu_node` over `[from_ns, until_ns)`, each folio's bytes over its share of the time.
+/// `cpu_node` (None: of each folio's destination) over `[from_ns, until_ns)`, each folio's
+/// bytes over its share of the time.
 fn copy_jobs(
     copies: &[(usize, usize, u64)],
-    cpu_node: usize,
+    cpu_node: Option<usize>,
     in_fault: bool,
     from_ns: f64,
     until_ns: f64,
@@ -2298,7 +2305,7 @@ fn copy_jobs(
         let start = at;
         at += bytes as f64 * ns_per_byte;
         (from != to && bytes > 0).then_some(CopyJob {
-            cpu_node,
+            cpu_node: cpu_node.unwrap_or(to),
             from,
             to,
             in_fault,
@@ -2323,7 +2330,7 @@ fn copy_on_thread(
     until_ns: f64,
     in_fault: bool,
 ) {
-    let jobs = copy_jobs(copies, th.node, in_fault, from_ns, until_ns);
+    let jobs = copy_jobs(copies, Some(th.node), in_fault, from_ns, until_ns);
     th.copies.extend(jobs);
 }
 
@@ -2334,16 +2341,11 @@ fn write_copies(th: &mut Thread, sh: &mut Shared, t_ns: f64) -> bool {
         return false;
     }
     let mut wrote = false;
-    let n = sh.nodes;
     for c in &mut th.copies {
-        let bytes = c.span.take_until(t_ns);
-        if bytes == 0 {
+        let lines = c.write_until(t_ns, &mut sh.mem, &mut th.epoch_lines);
+        if lines == 0 {
             continue;
         }
-        sh.mem.copy(c.cpu_node, c.from, c.to, bytes);
-        let lines = bytes.div_ceil(64);
-        th.epoch_lines[c.from] += lines;
-        th.epoch_lines[n + c.to] += lines;
         th.epoch_copy_lines += 2 * lines;
         if c.in_fault {
             th.epoch_copy_fault_lines += 2 * lines;

@@ -5,7 +5,7 @@
 //! it. The scenario is GF09's microbenchmark 3 (reference/workloads.md §7.2): threads bound to
 //! node 1 pull one buffer from node 0 by kernel next-touch.
 
-use numalab_core::view::{MemoryView, NextTouchMechanism};
+use numalab_core::view::{MemoryView, NextTouchMechanism, RegionInfo};
 use numalab_core::{AccessKind, Action, CpuId, MapOptions, NodeId, Op, Policy, TaskId, ThreadId};
 use numalab_machine::Machine;
 use numalab_sim::{simulate, Pinning, SimConfig, SimResult};
@@ -15,12 +15,16 @@ const PAGE: u64 = 4096;
 /// The buffer: 16 MiB, large enough that a copier's time is its pages' and not its start's.
 const PAGES: u64 = 4096;
 
-/// Marks the whole mapping for kernel next-touch from thread 0's hook at phase 1.
-struct MarkAll;
+/// Emits one action on mapping 0 from thread `thread`'s hook at phase `phase`.
+struct OnPhase {
+    thread: u32,
+    phase: u16,
+    action: fn(&RegionInfo) -> Action,
+}
 
-impl Policy for MarkAll {
+impl Policy for OnPhase {
     fn name(&self) -> &str {
-        "mark-all"
+        "on-phase"
     }
     fn period_ns(&self) -> u64 {
         u64::MAX
@@ -29,16 +33,39 @@ impl Policy for MarkAll {
         Vec::new()
     }
     fn on_phase(&mut self, view: &dyn MemoryView, thread: ThreadId, phase: u16) -> Vec<Action> {
-        if thread.0 != 0 || phase != 1 {
+        if thread.0 != self.thread || phase != self.phase {
             return Vec::new();
         }
-        let r = &view.regions()[0];
-        vec![Action::MarkNextTouch {
+        vec![(self.action)(&view.regions()[0])]
+    }
+}
+
+/// Marks the whole mapping for kernel next-touch from thread 0's hook at phase 1.
+fn mark_all() -> OnPhase {
+    OnPhase {
+        thread: 0,
+        phase: 1,
+        action: |r| Action::MarkNextTouch {
             task: TaskId(0),
             start: r.start,
             len_bytes: r.len_bytes,
             mechanism: NextTouchMechanism::Kernel,
-        }]
+        },
+    }
+}
+
+/// Moves the whole mapping to node 1 from thread 1's hook at phase 2: a move_pages call made
+/// by that thread.
+fn move_all() -> OnPhase {
+    OnPhase {
+        thread: 1,
+        phase: 2,
+        action: |r| Action::Migrate {
+            task: TaskId(0),
+            start: r.start,
+            len_bytes: r.len_bytes,
+            to: NodeId(1),
+        },
     }
 }
 
@@ -82,7 +109,7 @@ fn run_epochs(m: &Machine, copiers: usize, epoch_ns: f64) -> SimResult {
     let cfg = SimConfig {
         pinning: Pinning::Cpus(cpus),
         sample_period: 0,
-        policies: vec![Box::new(MarkAll)],
+        policies: vec![Box::new(mark_all())],
         epoch_ns,
         ..Default::default()
     };
@@ -219,34 +246,6 @@ fn on_barcelona_four_copiers_fill_the_link_sooner_with_broadcast_probes() {
     );
 }
 
-/// Moves the whole mapping to node 1 from thread 1's hook at phase 2: a move_pages call made
-/// by that thread.
-struct MoveAll;
-
-impl Policy for MoveAll {
-    fn name(&self) -> &str {
-        "move-all"
-    }
-    fn period_ns(&self) -> u64 {
-        u64::MAX
-    }
-    fn tick(&mut self, _view: &dyn MemoryView) -> Vec<Action> {
-        Vec::new()
-    }
-    fn on_phase(&mut self, view: &dyn MemoryView, thread: ThreadId, phase: u16) -> Vec<Action> {
-        if thread.0 != 1 || phase != 2 {
-            return Vec::new();
-        }
-        let r = &view.regions()[0];
-        vec![Action::Migrate {
-            task: TaskId(0),
-            start: r.start,
-            len_bytes: r.len_bytes,
-            to: NodeId(1),
-        }]
-    }
-}
-
 /// Thread 0 (node 0) first-touches the buffer; thread 1 (node 1) moves it with one call.
 fn run_move_pages(m: &Machine, epoch_ns: f64) -> SimResult {
     let w = Script {
@@ -272,7 +271,7 @@ fn run_move_pages(m: &Machine, epoch_ns: f64) -> SimResult {
             m.topology.nodes[1].cpus[0],
         ]),
         sample_period: 0,
-        policies: vec![Box::new(MoveAll)],
+        policies: vec![Box::new(move_all())],
         epoch_ns,
         ..Default::default()
     };

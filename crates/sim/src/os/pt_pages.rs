@@ -63,7 +63,8 @@ impl PtPages {
     }
 
     /// Table pages allocated so far (all levels).
-    pub fn count(&self) -> usize {
+    #[cfg(test)]
+    fn count(&self) -> usize {
         self.nodes
             .iter()
             .map(|v| v.iter().filter(|&&n| n != NONE).count())
