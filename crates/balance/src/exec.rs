@@ -11,10 +11,15 @@
 //! | `LazyMigrate` | done eagerly: `move_pages(2)` of the range's populated pages not on the target |
 //! | `MarkNextTouch` | skipped: needs the process's cooperation (numalab-nexttouch) |
 //! | `SetThpAllocation` | skipped: a machine-wide setting, not the balanced process's |
+//! | `MigrateProcess` | `migrate_pages(2)` on the pid; pages counted from its numa_maps before and after |
 
+use numalab_core::migrate_pages::migration_steps;
 use numalab_core::{Action, MemPolicy, NodeId, NodeMask};
-use numalab_linux::syscalls::{move_pages, move_pages_query, MovePagesOptions, PageStatus};
-use numalab_linux::Pid;
+use numalab_linux::numa_maps::{bytes_per_node, read_numa_maps};
+use numalab_linux::syscalls::{
+    migrate_pages, move_pages, move_pages_query, MovePagesOptions, PageStatus,
+};
+use numalab_linux::{Pid, SysRoot};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -105,6 +110,7 @@ pub fn kind_name(a: &Action) -> &'static str {
         Action::LazyMigrate { .. } => "lazy-migrate",
         Action::SetTaskPolicy { .. } => "set-task-policy",
         Action::MoveThread { .. } => "move-thread",
+        Action::MigrateProcess { .. } => "migrate-process",
     }
 }
 
@@ -167,6 +173,9 @@ pub fn describe(a: &Action) -> String {
         } => format!("lazy-migrate {} to {to}", range(start, len_bytes)),
         Action::SetTaskPolicy { policy, .. } => format!("set_mempolicy {policy:?}"),
         Action::MoveThread { thread, cpu } => format!("move thread {} to {cpu}", thread.0),
+        Action::MigrateProcess { from, to, .. } => {
+            format!("migrate_pages from nodes {from} to nodes {to}")
+        }
     }
 }
 
@@ -309,6 +318,7 @@ impl Executor {
                 }
                 o
             }
+            Action::MigrateProcess { from, to, .. } => self.migrate_process(o, from, to),
             Action::MoveThread { thread, cpu } => {
                 if !std::path::Path::new(&format!("/proc/{}/task/{}", self.pid, thread.0)).exists()
                 {
@@ -344,6 +354,53 @@ impl Executor {
             }
         }
         o
+    }
+
+    /// `migrate_pages(2)` on the whole process. The call returns only how many pages it could
+    /// not move, so the pages on the source nodes it empties (the kernel's map,
+    /// `numalab_core::migrate_pages`) are counted from /proc/PID/numa_maps before (asked) and
+    /// after (moved: the net decrease, exact unless a source is also a destination).
+    fn migrate_process(&self, mut o: Outcome, from: &NodeMask, to: &NodeMask) -> Outcome {
+        let no_memory = to.and_not(&self.has_memory);
+        if !no_memory.is_empty() {
+            return o.skip(format!(
+                "nodes {no_memory} have no memory: migrate_pages(2) would leave the pages mapped \
+                 to them where they are"
+            ));
+        }
+        let sources = NodeMask::from_nodes(migration_steps(from, to).into_iter().map(|(s, _)| s));
+        let on_sources = || -> Result<u64, String> {
+            let maps =
+                read_numa_maps(&SysRoot::host(), Pid(self.pid)).map_err(|e| e.to_string())?;
+            let bytes = bytes_per_node(&maps);
+            Ok(sources
+                .iter()
+                .map(|n| bytes.get(&n).copied().unwrap_or(0))
+                .sum::<u64>()
+                / BASE)
+        };
+        let before = match on_sources() {
+            Ok(p) => p,
+            Err(e) => return o.fail(e),
+        };
+        o.pages_asked = before;
+        if self.dry_run {
+            o.result = OutcomeKind::DryRun;
+            return o;
+        }
+        match migrate_pages(Pid(self.pid), from, to) {
+            Ok(left) => {
+                if left > 0 {
+                    o.not_moved.insert("not-moved".into(), left);
+                }
+                match on_sources() {
+                    Ok(after) => o.pages_moved = before.saturating_sub(after),
+                    Err(e) => o.reason = Some(format!("moved pages not counted: {e}")),
+                }
+                o
+            }
+            Err(e) => o.fail(e.to_string()),
+        }
     }
 
     /// Moves each page to its node with move_pages, leaving alone the pages already there,

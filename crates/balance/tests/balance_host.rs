@@ -260,6 +260,37 @@ fn moves_to_the_current_node_are_no_ops_and_the_impossible_is_skipped() {
         pages: vec![(c.page(0), node)],
     });
     assert_eq!(o.result, OutcomeKind::DryRun);
+
+    // migrate_pages: from the node the buffer is on to itself moves nothing; to a node
+    // without memory it is skipped, saying so; a dry run counts the pages it would move
+    let here = NodeMask::single(node);
+    let o = ex.apply(&Action::MigrateProcess {
+        task,
+        from: here,
+        to: here,
+    });
+    assert_eq!(
+        (o.result, o.pages_asked, o.pages_moved),
+        (OutcomeKind::Applied, 0, 0)
+    );
+    let nowhere = NodeId(node.0 + 1);
+    let o = ex.apply(&Action::MigrateProcess {
+        task,
+        from: here,
+        to: NodeMask::single(nowhere),
+    });
+    assert_eq!(o.result, OutcomeKind::Skipped, "{o:?}");
+    assert!(o.reason.unwrap().contains("have no memory"));
+    let mut pretend = v.topology().has_memory;
+    pretend.set(nowhere);
+    let dry = Executor::new(c.pid, pretend, true);
+    let o = dry.apply(&Action::MigrateProcess {
+        task,
+        from: here,
+        to: NodeMask::single(nowhere),
+    });
+    assert_eq!(o.result, OutcomeKind::DryRun);
+    assert!(o.pages_asked >= 31, "{o:?}");
     assert_eq!(c.finish().split(' ').nth(1), Some("ok"));
 }
 

@@ -493,3 +493,56 @@ fn numa_manager_auto_migrates_remote_regions_home() {
     let verdict = c.finish();
     assert!(verdict.starts_with("CHECK ok"), "{verdict}");
 }
+
+/// Auto with `migrate=process`: the same child as above (threads on node 2, its home; buffer
+/// bound to node 0; samples say it reads remotely), but the memory step is one real
+/// migrate_pages(2) of the whole process from every other node to node 2: every page of the
+/// buffer ends on node 2 and the child's data is intact.
+#[test]
+#[ignore = "needs the multi-node VM: see docs/testing.md"]
+fn numa_manager_auto_migrate_process_moves_the_whole_process_home() {
+    let c = Child::spawn_on(CHILD, (PAGES * PAGE) as usize, Some(0), false, Some(2));
+    progress("migrate_pages: child started");
+    wait_runs_on(c.pid, 2);
+    assert_all_on(&c, 0);
+    let samples = reads_from(&c, 2, 200, "balance-auto-process.arrows");
+    let json = std::env::temp_dir().join("balance-auto-process.json");
+    let pid = c.pid.to_string();
+    let out = run(&[
+        "balance",
+        "--pid",
+        &pid,
+        "--policy",
+        "numa-manager:threads=auto,period_ms=200,thresh_rlr=0.5,migrate=process",
+        "--samples",
+        samples.to_str().unwrap(),
+        "--fast",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    progress("migrate_pages: numalab balance done");
+    let r: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let t = &r["ticks"][0];
+    let actions = t["actions"].as_array().unwrap();
+    let calls: Vec<&Value> = actions
+        .iter()
+        .filter(|a| a["action"] == "migrate-process")
+        .collect();
+    assert_eq!(calls.len(), 1, "{t}");
+    let call = calls[0];
+    assert_eq!(call["result"], "applied", "{call}");
+    assert_eq!(
+        call["what"], "migrate_pages from nodes 0-1,3-4 to nodes 2",
+        "{call}"
+    );
+    // the buffer's touched pages and whatever else of the child lay off node 2
+    let moved = call["pages_moved"].as_u64().unwrap();
+    assert!(moved >= PAGES - 1, "{call}");
+    assert!(call["pages_asked"].as_u64().unwrap() >= moved, "{call}");
+    assert!(actions.iter().all(|a| a["result"] != "failed"), "{t}");
+    assert!(actions.iter().all(|a| a["action"] != "lazy-migrate"), "{t}");
+    assert_all_on(&c, 2);
+    let verdict = c.finish();
+    assert!(verdict.starts_with("CHECK ok"), "{verdict}");
+}

@@ -8,6 +8,7 @@ pub mod atomic_file;
 pub mod ids;
 pub mod mempolicy;
 pub mod metrics;
+pub mod migrate_pages;
 pub mod nodemask;
 pub mod page;
 pub mod sample;

@@ -171,6 +171,14 @@ pub enum Action {
     SetTaskPolicy { task: TaskId, policy: MemPolicy },
     /// Move a thread to another CPU.
     MoveThread { thread: ThreadId, cpu: CpuId },
+    /// Move every page of the whole task on a node of `from` to the node at the same position
+    /// in `to` (migrate_pages(2): the kernel's `node_remap`; when the masks differ in weight,
+    /// pages already on a node of `to` stay). One call for the whole address space.
+    MigrateProcess {
+        task: TaskId,
+        from: NodeMask,
+        to: NodeMask,
+    },
 }
 
 impl Action {
@@ -186,7 +194,8 @@ impl Action {
             | Action::SetRangePolicy { task, .. }
             | Action::MarkNextTouch { task, .. }
             | Action::LazyMigrate { task, .. }
-            | Action::SetTaskPolicy { task, .. } => Some(*task),
+            | Action::SetTaskPolicy { task, .. }
+            | Action::MigrateProcess { task, .. } => Some(*task),
             Action::SetThpAllocation { .. } | Action::MoveThread { .. } => None,
         }
     }

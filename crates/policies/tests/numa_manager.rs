@@ -5,7 +5,7 @@ mod common;
 #[path = "common/tasks.rs"]
 mod tasks;
 
-use numalab_core::{AccessKind, CpuId, MapOptions, MemPolicy, NodeId, Op, Policy};
+use numalab_core::{AccessKind, CpuId, MapOptions, MemPolicy, NodeId, Op, Policy, TaskId};
 use numalab_machine::Machine;
 use numalab_policies::numa_manager::{AutoRound, NumaManager};
 use numalab_policies::{parse_spec, RoundLog};
@@ -376,6 +376,42 @@ fn auto_moves_the_task_that_best_evens_pressure_then_migrates_its_memory_lazily(
     // once home, A loads locally again
     let later = &rounds[after + 1].tasks[0];
     assert!(later.remote_load_ratio.unwrap() < 0.1, "{later:?}");
+}
+
+#[test]
+fn auto_with_migrate_process_sends_the_moved_tasks_memory_home_in_one_call() {
+    // The same tasks as above with `migrate=process`: A moves to node 1, and the period after,
+    // loading remotely, its whole memory follows in one migrate_pages(2) call (every other
+    // node to node 1), where the lazy step would mark its region. The others stay.
+    let w = Tasks(vec![streamer(32, 60), streamer(37, 60), streamer(332, 12)]);
+    let (rounds, snaps) = auto_run(&w, "period_ms=2,migrate=process");
+    let first = rounds.iter().position(|r| !r.moves.is_empty()).unwrap();
+    let mv = &rounds[first].moves[0];
+    assert_eq!((mv.task.0, mv.to.0), (0, 1));
+    let calls: Vec<_> = rounds.iter().flat_map(|r| r.whole.clone()).collect();
+    assert_eq!(calls, [(TaskId(0), NodeId(1))]);
+    assert_eq!(rounds[first + 1].whole, calls);
+    assert!(rounds.iter().all(|r| r.lazy.is_empty()));
+    let pages = ARRAY / 4096;
+    let last = snaps.last().unwrap();
+    assert_eq!(
+        last.region("t0m0"),
+        &vec![0, pages],
+        "A's array followed it"
+    );
+    assert_eq!(last.region("t1m0"), &vec![pages, 0]);
+    assert_eq!(last.region("t2m0"), &vec![pages, 0]);
+    // migrate_pages moves what the lazy step leaves: an interleaved region goes home too
+    let w = Tasks(vec![streamer(32, 20), streamer(37, 20), streamer(332, 4)]);
+    let (rounds, snaps) = auto_run(&w, "period_ms=2,memory=interleaved,migrate=process");
+    let calls: Vec<_> = rounds.iter().flat_map(|r| r.whole.clone()).collect();
+    assert!(calls.contains(&(TaskId(0), NodeId(1))), "{calls:?}");
+    let last = snaps.last().unwrap();
+    for (task, home) in calls {
+        let mut all_home = vec![0; 2];
+        all_home[home.index()] = pages;
+        assert_eq!(last.region(&format!("t{}m0", task.0)), &all_home);
+    }
 }
 
 #[test]

@@ -117,6 +117,9 @@ struct Params {
     thp_migrate_bytes_per_ns: f64,
     move_pages_base_ns: f64,
     move_pages_bytes_per_ns: f64,
+    /// migrate_pages(2): the base cost of each address-space walk, and the copy rate.
+    migrate_pages_base_ns: f64,
+    migrate_pages_bytes_per_ns: f64,
     split_ns: f64,
     shootdown_ns: f64,
     signal_ns: f64,
@@ -617,6 +620,8 @@ impl Simulator {
             thp_migrate_bytes_per_ns: os_c.thp_migrate_mbps * 1e-3,
             move_pages_base_ns: os_c.move_pages_base_ns,
             move_pages_bytes_per_ns: os_c.move_pages_mbps * 1e-3,
+            migrate_pages_base_ns: os_c.migrate_pages_base_ns,
+            migrate_pages_bytes_per_ns: os_c.migrate_pages_mbps * 1e-3,
             split_ns: os_c.split_ns,
             shootdown_ns: os_c.tlb_shootdown_ns,
             signal_ns: os_c.signal_ns,
@@ -1462,6 +1467,16 @@ impl Simulator {
                     self.charge(caller, self.sh.p.mprotect_ns);
                     self.shootdown(task, start, len_bytes);
                 }
+                Action::MigrateProcess { task, from, to } => {
+                    // migrate_pages(2): each step (source node) walks the whole address
+                    // space, the call's base cost (GF09: "walks the whole address space")
+                    let (r, steps) = self.sh.os.migrate_process(task, &from, &to);
+                    if steps > 0 {
+                        let base = steps as f64 * self.sh.p.migrate_pages_base_ns;
+                        let rate = self.sh.p.migrate_pages_bytes_per_ns;
+                        self.migration_call(task, r, caller, base, rate);
+                    }
+                }
                 Action::MoveThread { thread, cpu } => {
                     if let Some(node) = self.machine.topology.node_of_cpu(cpu) {
                         if let Some(th) = self.threads.get_mut(thread.index()) {
@@ -1494,25 +1509,44 @@ impl Simulator {
                 self.sh.p.move_pages_base_ns,
                 self.sh.p.move_pages_bytes_per_ns,
             );
-            let p = &self.sh.p;
-            let copy_ns: f64 = r.moved.iter().map(|&(_, s)| p.folio_copy_ns(s, rate)).sum();
-            let start = self.charge(caller, base + copy_ns);
-            let window = (start + base, start + base + copy_ns);
-            match caller.and_then(|t| self.threads.get_mut(t)) {
-                Some(th) => copy_on_thread(th, &r.copies, window.0, window.1, false),
-                None => self.copy_on_daemon(&r.copies, window.0, window.1),
-            }
-            let mut at = start + base;
-            for &(s, size) in &r.moved {
-                let until = at + self.sh.p.folio_copy_ns(size, rate);
-                self.sh.os.mark_migrating(s, size, at, until);
-                at = until;
-                for th in self.threads.iter().filter(|t| t.task == task) {
-                    self.cores.state(th.core).tlb.invalidate(s, size);
-                }
-            }
-            self.shootdown(task, 0, 0);
+            self.migration_call(task, r, caller, base, rate);
         }
+    }
+
+    /// One migration call that moved `r`'s folios: `base_ns` of work before the copies, then
+    /// each folio's copy at `rate` (bytes per ns; a huge folio at `thp_migrate_mbps` where the
+    /// machine has it), all to `caller` (`charge`). The copies load the memory system as the
+    /// call runs them, each folio is under a migration entry while its copy runs
+    /// (`Os::mark_migrating`), and the task's TLBs are shot down when anything moved.
+    fn migration_call(
+        &mut self,
+        task: TaskId,
+        r: MigrateReport,
+        caller: Option<usize>,
+        base_ns: f64,
+        rate: f64,
+    ) {
+        let p = &self.sh.p;
+        let copy_ns: f64 = r.moved.iter().map(|&(_, s)| p.folio_copy_ns(s, rate)).sum();
+        let start = self.charge(caller, base_ns + copy_ns);
+        if r.folios_moved == 0 {
+            return;
+        }
+        let window = (start + base_ns, start + base_ns + copy_ns);
+        match caller.and_then(|t| self.threads.get_mut(t)) {
+            Some(th) => copy_on_thread(th, &r.copies, window.0, window.1, false),
+            None => self.copy_on_daemon(&r.copies, window.0, window.1),
+        }
+        let mut at = start + base_ns;
+        for &(s, size) in &r.moved {
+            let until = at + self.sh.p.folio_copy_ns(size, rate);
+            self.sh.os.mark_migrating(s, size, at, until);
+            at = until;
+            for th in self.threads.iter().filter(|t| t.task == task) {
+                self.cores.state(th.core).tlb.invalidate(s, size);
+            }
+        }
+        self.shootdown(task, 0, 0);
     }
 
     /// A daemon copies `copies` (from, to, bytes) over `[from_ns, until_ns)` of its work: as

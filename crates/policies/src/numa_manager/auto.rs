@@ -1,12 +1,13 @@
 //! Müller's Auto policy (reference/policies.md §8): every period, per-task MPKI from the
 //! threads' counters, pressure per node, Algorithm 4.1 generalised to N nodes with the
 //! absolute-difference [fix] (move at most `max_moves` tasks), then Algorithm 4.2 (lazily
-//! migrate the regions of tasks that load remotely to their home).
+//! migrate the regions of tasks that load remotely to their home), or in its place one
+//! whole-process `migrate_pages(2)` of such a task to its home (`migrate=process`).
 
 use super::region_policy::migratable;
 use super::thread_policy::cpu_nodes;
 use numalab_core::view::{MemoryView, ThreadCounters};
-use numalab_core::{Action, CpuId, MemPolicy, NodeId, TaskId, ThreadId};
+use numalab_core::{Action, CpuId, MemPolicy, NodeId, NodeMask, TaskId, ThreadId};
 use std::collections::BTreeMap;
 
 /// What one task did over the last period.
@@ -51,6 +52,8 @@ pub struct AutoRound {
     pub pressure: Vec<f64>,
     pub moves: Vec<TaskMove>,
     pub lazy: Vec<LazyMove>,
+    /// Tasks whose memory one migrate_pages call sent home (`migrate=process`), and where.
+    pub whole: Vec<(TaskId, NodeId)>,
 }
 
 /// `pressure[n]` = Σ MPKI of the tasks homed on n (additive: a move shifts exactly the task's
@@ -139,6 +142,8 @@ pub struct AutoState {
     pub homes: BTreeMap<TaskId, NodeId>,
     /// Regions already lazily migrated, and where to: not marked again while the task stays.
     migrated: BTreeMap<(TaskId, u64), NodeId>,
+    /// Tasks already sent home by migrate_pages, and where: not again while the task stays.
+    migrated_whole: BTreeMap<TaskId, NodeId>,
 }
 
 /// Auto's thresholds.
@@ -147,7 +152,11 @@ pub struct AutoParams {
     pub thresh_mpki: f64,
     pub thresh_rlr: f64,
     pub max_moves: usize,
+    /// Run the memory step.
     pub lazy_migrate: bool,
+    /// The memory step moves a task's whole memory with one migrate_pages(2) call (every
+    /// node but its home, to its home) instead of lazily migrating each region.
+    pub whole_process: bool,
 }
 
 impl AutoState {
@@ -215,7 +224,10 @@ impl AutoState {
             }
         }
         let mut lazy = Vec::new();
-        if p.lazy_migrate {
+        let mut whole = Vec::new();
+        if p.lazy_migrate && p.whole_process {
+            whole = self.migrate_whole(view, &tasks, p.thresh_rlr, &mut actions);
+        } else if p.lazy_migrate {
             let regions = view.regions();
             for t in &tasks {
                 if !t.remote_load_ratio.is_some_and(|r| r >= p.thresh_rlr) {
@@ -261,8 +273,58 @@ impl AutoState {
             tasks,
             moves,
             lazy,
+            whole,
         };
         (actions, round)
+    }
+
+    /// The memory step with `migrate=process`: each task that loads remotely at least
+    /// `thresh_rlr` and has memory off its home gets one migrate_pages(2) from every other
+    /// node to its home (the call moves all of its memory, interleaved regions too, as the
+    /// kernel's does), and its migratable regions the home as preferred node for later
+    /// faults, as the lazy step gives them.
+    fn migrate_whole(
+        &mut self,
+        view: &dyn MemoryView,
+        tasks: &[TaskLoad],
+        thresh_rlr: f64,
+        actions: &mut Vec<Action>,
+    ) -> Vec<(TaskId, NodeId)> {
+        let regions = view.regions();
+        let all = NodeMask::first_n(view.num_nodes());
+        let mut whole = Vec::new();
+        for t in tasks {
+            if !t.remote_load_ratio.is_some_and(|r| r >= thresh_rlr) {
+                continue;
+            }
+            let home = self.homes[&t.task];
+            let mine: Vec<_> = regions.iter().filter(|r| r.task == t.task).collect();
+            if self.migrated_whole.get(&t.task) == Some(&home)
+                || !mine
+                    .iter()
+                    .any(|r| off_home(view, r.task, r.start, r.len_bytes, home))
+            {
+                continue;
+            }
+            self.migrated_whole.insert(t.task, home);
+            for r in mine.iter().filter(|r| migratable(r.policy.as_ref())) {
+                actions.push(Action::SetRangePolicy {
+                    task: r.task,
+                    start: r.start,
+                    len_bytes: r.len_bytes,
+                    policy: MemPolicy::Preferred { node: home },
+                });
+            }
+            let mut from = all;
+            from.clear(home);
+            actions.push(Action::MigrateProcess {
+                task: t.task,
+                from,
+                to: NodeMask::single(home),
+            });
+            whole.push((t.task, home));
+        }
+        whole
     }
 }
 

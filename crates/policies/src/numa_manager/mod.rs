@@ -6,7 +6,8 @@
 //! load remotely).
 //!
 //! Spec: `numa-manager:threads=balanced,memory=local`,
-//! `numa-manager:threads=auto,thresh_mpki=5,period_ms=1000`. Creation-time placement goes
+//! `numa-manager:threads=auto,thresh_mpki=5,period_ms=1000`,
+//! `numa-manager:threads=auto,migrate=process` (the memory step by migrate_pages(2)). Creation-time placement goes
 //! through `Policy::place_thread` / `place_region`; Auto's periodic steps through `tick`.
 
 pub mod auto;
@@ -25,11 +26,14 @@ use numalab_core::{Action, CpuId, Decision, MemPolicy, Policy};
 pub const NAME: &str = "numa-manager";
 pub const SUMMARY: &str = "Müller's NUMA manager (policies.md §8): thread policy at creation \
      (fixed, rr-threads, rr-tasks, balanced) or auto (balanced, then per period move the task \
-     that best evens MPKI pressure and lazily migrate remote regions home); region policy at \
-     allocation (default, local, remote, interleaved)";
+     that best evens MPKI pressure and migrate remote memory home, lazily or by migrate_pages); \
+     region policy at allocation (default, local, remote, interleaved)";
 
 /// Auto's initial placement choices.
 pub const INITIAL: &[&str] = &["balanced", "runner"];
+
+/// How Auto's memory step moves memory.
+pub const MIGRATE: &[&str] = &["lazy", "process"];
 
 pub const PARAMS: &[ParamInfo] = &[
     ParamInfo {
@@ -109,6 +113,18 @@ pub const PARAMS: &[ParamInfo] = &[
         max: 1.0,
     },
     ParamInfo {
+        key: "migrate",
+        default: 0.0,
+        unit: "lazy|process",
+        meaning: "auto: how the memory step moves a task's memory home: lazy = each region off \
+                  home lazily (Algorithm 4.2, §4); process = one migrate_pages(2) of the whole \
+                  task from every other node (interleaved regions too, as the kernel moves \
+                  them) [nl]",
+        kind: ParamKind::Choice(MIGRATE),
+        min: 0.0,
+        max: 1.0,
+    },
+    ParamInfo {
         key: "initial",
         default: 0.0,
         unit: "balanced|runner",
@@ -147,6 +163,7 @@ impl NumaManagerParams {
                 thresh_rlr: v.get("thresh_rlr"),
                 max_moves: v.get_u64("max_moves") as usize,
                 lazy_migrate: v.flag("lazy_migrate"),
+                whole_process: v.choice("migrate") == "process",
             },
             auto_balanced_start: v.choice("initial") == "balanced",
         }
@@ -228,6 +245,23 @@ fn auto_decisions(round: &AutoRound, p: &AutoParams) -> Vec<Decision> {
             format!(
                 "task {}: remote load ratio {rlr:.2} ≥ {} (M13 Algorithm 4.2)",
                 task.0, p.thresh_rlr
+            ),
+        ));
+    }
+    for (task, home) in &round.whole {
+        let rlr = round
+            .tasks
+            .iter()
+            .find(|t| t.task == *task)
+            .and_then(|t| t.remote_load_ratio)
+            .unwrap_or(0.0);
+        out.push(Decision::new(
+            "migrate process",
+            1,
+            format!(
+                "task {}: remote load ratio {rlr:.2} ≥ {}, all of its memory to node {} \
+                 (migrate_pages)",
+                task.0, p.thresh_rlr, home.0
             ),
         ));
     }

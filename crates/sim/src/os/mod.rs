@@ -7,6 +7,7 @@
 
 pub mod first_touch;
 pub mod mempolicy;
+pub mod migrate_pages;
 pub mod migration_entry;
 pub mod mmap_lock;
 pub mod next_touch;
