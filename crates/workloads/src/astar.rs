@@ -37,9 +37,14 @@ pub const CELL_BYTES: u64 = 64;
 /// Share of impassable cells (lakes, rivers) (E).
 pub const BLOCKED_PER_MILLE: u64 = 200;
 /// Compute per expanded cell: eight neighbour tests, cost and heuristic arithmetic, queue
-/// bookkeeping (E).
-pub const CYCLES_PER_CELL: u64 = 120;
-pub const INSTRUCTIONS_PER_CELL: u64 = 160;
+/// bookkeeping. Set from 473.astar's measured APKI 7.96 and CPI 0.98 on a Xeon Gold 5120
+/// (NT19, see `crate::kernel`): instructions so that a cell's L2 misses (this kernel on
+/// `xeon-gold6130-2n`) make that APKI, cycles so that CPI holds. The measured MPKI (0.01-0.54) is
+/// not reproduced: the kernel misses the LLC 2.9 times per 1000 instructions, its 64-byte cell
+/// records spreading the moving front over more lines than the real `waymap` does
+/// (docs/VALIDATION.md).
+pub const CYCLES_PER_CELL: u64 = 285;
+pub const INSTRUCTIONS_PER_CELL: u64 = 274;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Astar {

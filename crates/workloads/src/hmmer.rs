@@ -33,9 +33,14 @@ pub const MODEL_BYTES_PER_STATE: u64 = (7 + 2 * 20) * 4;
 /// Sequence lengths are drawn in [MIN_LEN, MAX_LEN) residues (Swiss-Prot-like, E).
 pub const MIN_LEN: u64 = 100;
 pub const MAX_LEN: u64 = 700;
-/// Compute per DP cell: the three max-of-sums of the Viterbi recurrence (E).
-pub const CYCLES_PER_CELL: u64 = 10;
-pub const INSTRUCTIONS_PER_CELL: u64 = 25;
+/// Compute per DP cell: the three max-of-sums of the Viterbi recurrence with their bounds
+/// tests. Set from 456.hmmer's measured APKI 1.64 and CPI 0.375 on a Xeon Gold 5120 (NT19, see
+/// `crate::kernel`): a row's lines missing the L2 (the full matrix streams through it, as
+/// `P7Viterbi` keeps it for the traceback) over that APKI give the instructions per cell, CPI ×
+/// instructions the cycles. MPKI (0.00-0.01 measured) not fitted: 0.011
+/// (`tests/spec_characteristics.rs` in crates/sim).
+pub const CYCLES_PER_CELL: u64 = 40;
+pub const INSTRUCTIONS_PER_CELL: u64 = 106;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Hmmer {

@@ -7,6 +7,16 @@
 //! * [`SingleKernel`] + [`Copies`]: a single-threaded program run as N copies, each a separate
 //!   process (its own [`TaskId`] and its own mappings), as §5 and the scenarios of §7.3 / §7.5
 //!   run them: pages are first-touched by the copy itself and follow its own memory policy.
+//!
+//! **NT19**, the source of the SPEC CPU2006 INT kernels' compute constants (instructions and
+//! cycles per unit of work): Navarro-Torres, Alastruey-Benedé, Ibáñez-Marín, Viñals-Yúfera,
+//! "Memory hierarchy characterization of SPEC CPU2006 and SPEC CPU2017 on the Intel Xeon
+//! Skylake-SP", PLOS ONE 14(8): e0220135, 2019; its data repository
+//! agusnt/Xeon-SP_Memory_Characterization_SPEC-CPU-2K6-2K17, file
+//! `data/XEON_SKL/2K6/MPKI_APKI_CPI_Prefetch.csv`: one copy on a Xeon Gold 5120 (19.25 MB LLC),
+//! the columns with the hardware prefetchers off, each figure the mean over the program's
+//! reference inputs. APKI (L2 misses per 1000 instructions) sets the instructions, CPI the
+//! cycles; MPKI is left to check (`crates/sim/tests/spec_characteristics.rs`).
 
 use crate::emit::CHUNK_OPS;
 use crate::spec::{Params, WorkloadError};
