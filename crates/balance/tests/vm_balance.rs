@@ -438,30 +438,11 @@ fn lazy_migration_after_a_thread_move_is_done_eagerly() {
 fn numa_manager_auto_migrates_remote_regions_home() {
     let c = Child::spawn_on(CHILD, (PAGES * PAGE) as usize, Some(0), false, Some(2));
     progress("auto: child started");
-    wait_runs_on(c.pid, 2);
-    progress("auto: running numalab balance");
-    assert_all_on(&c, 0);
-    let samples = reads_from(&c, 2, 200, "balance-auto.arrows");
-    let json = std::env::temp_dir().join("balance-auto.json");
-    let pid = c.pid.to_string();
-    let out = run(&[
-        "balance",
-        "--pid",
-        &pid,
-        "--policy",
-        "numa-manager:threads=auto,period_ms=200,thresh_rlr=0.5",
-        "--samples",
-        samples.to_str().unwrap(),
-        "--fast",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert!(out.status.success());
+    let (out, r) = auto_on_a_remote_reader(&c, "balance-auto", "");
     let stdout = String::from_utf8_lossy(&out.stdout);
     progress("auto: numalab balance done");
     assert!(stdout.contains("lazy migration done eagerly"), "{stdout}");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let r: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     // no PMU in the VM: the counters are the samples' estimate, said once and in the report
     if r["counters"]["source"] == "samples" {
         assert_eq!(stderr.matches("no per-thread hardware counters").count(), 1);
@@ -503,26 +484,8 @@ fn numa_manager_auto_migrates_remote_regions_home() {
 fn numa_manager_auto_migrate_process_moves_the_whole_process_home() {
     let c = Child::spawn_on(CHILD, (PAGES * PAGE) as usize, Some(0), false, Some(2));
     progress("migrate_pages: child started");
-    wait_runs_on(c.pid, 2);
-    assert_all_on(&c, 0);
-    let samples = reads_from(&c, 2, 200, "balance-auto-process.arrows");
-    let json = std::env::temp_dir().join("balance-auto-process.json");
-    let pid = c.pid.to_string();
-    let out = run(&[
-        "balance",
-        "--pid",
-        &pid,
-        "--policy",
-        "numa-manager:threads=auto,period_ms=200,thresh_rlr=0.5,migrate=process",
-        "--samples",
-        samples.to_str().unwrap(),
-        "--fast",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert!(out.status.success());
+    let (_, r) = auto_on_a_remote_reader(&c, "balance-auto-process", ",migrate=process");
     progress("migrate_pages: numalab balance done");
-    let r: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let t = &r["ticks"][0];
     let actions = t["actions"].as_array().unwrap();
     let calls: Vec<&Value> = actions
@@ -545,4 +508,33 @@ fn numa_manager_auto_migrate_process_moves_the_whole_process_home() {
     assert_all_on(&c, 2);
     let verdict = c.finish();
     assert!(verdict.starts_with("CHECK ok"), "{verdict}");
+}
+
+/// `numalab balance` with Müller's Auto (`numa-manager:threads=auto`, a 200 ms period,
+/// THRESH_RLR 0.5, plus `extra` keys) on child `c`, which runs on node 2 with its buffer on
+/// node 0; its samples say it reads the buffer remotely. Returns the command's output and its
+/// JSON report (files named after `name`).
+fn auto_on_a_remote_reader(c: &Child, name: &str, extra: &str) -> (Output, Value) {
+    wait_runs_on(c.pid, 2);
+    progress(&format!("{name}: running numalab balance"));
+    assert_all_on(c, 0);
+    let samples = reads_from(c, 2, 200, &format!("{name}.arrows"));
+    let json = std::env::temp_dir().join(format!("{name}.json"));
+    let pid = c.pid.to_string();
+    let policy = format!("numa-manager:threads=auto,period_ms=200,thresh_rlr=0.5{extra}");
+    let out = run(&[
+        "balance",
+        "--pid",
+        &pid,
+        "--policy",
+        &policy,
+        "--samples",
+        samples.to_str().unwrap(),
+        "--fast",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let r = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    (out, r)
 }
