@@ -364,8 +364,8 @@ impl Executor {
         let no_memory = to.and_not(&self.has_memory);
         if !no_memory.is_empty() {
             return o.skip(format!(
-                "nodes {no_memory} have no memory: migrate_pages(2) would leave the pages mapped \
-                 to them where they are"
+                "nodes {no_memory} have no memory: migrate_pages(2) cannot move pages there \
+                 (numalab topo lists the nodes with memory)"
             ));
         }
         let sources = NodeMask::from_nodes(migration_steps(from, to).into_iter().map(|(s, _)| s));
