@@ -244,6 +244,18 @@ fn streamer(extra: u32, passes: u64) -> TaskSpec {
     }
 }
 
+/// Task A's array (region t0m0) is all on node 1, where A moved; B's and C's stayed on node 0.
+fn assert_only_a_followed_to_node_1(last: &Snapshot) {
+    let pages = ARRAY / 4096;
+    assert_eq!(
+        last.region("t0m0"),
+        &vec![0, pages],
+        "A's array followed it"
+    );
+    assert_eq!(last.region("t1m0"), &vec![pages, 0]);
+    assert_eq!(last.region("t2m0"), &vec![pages, 0]);
+}
+
 fn print_rounds(rounds: &[AutoRound]) {
     for r in rounds {
         let t: Vec<String> = r
@@ -365,14 +377,7 @@ fn auto_moves_the_task_that_best_evens_pressure_then_migrates_its_memory_lazily(
         (0, 1)
     );
     assert_eq!(rounds.iter().map(|r| r.lazy.len()).sum::<usize>(), 1);
-    let pages = ARRAY / 4096;
-    assert_eq!(
-        last.region("t0m0"),
-        &vec![0, pages],
-        "A's array followed it"
-    );
-    assert_eq!(last.region("t1m0"), &vec![pages, 0]);
-    assert_eq!(last.region("t2m0"), &vec![pages, 0]);
+    assert_only_a_followed_to_node_1(last);
     // once home, A loads locally again
     let later = &rounds[after + 1].tasks[0];
     assert!(later.remote_load_ratio.unwrap() < 0.1, "{later:?}");
@@ -392,21 +397,14 @@ fn auto_with_migrate_process_sends_the_moved_tasks_memory_home_in_one_call() {
     assert_eq!(calls, [(TaskId(0), NodeId(1))]);
     assert_eq!(rounds[first + 1].whole, calls);
     assert!(rounds.iter().all(|r| r.lazy.is_empty()));
-    let pages = ARRAY / 4096;
-    let last = snaps.last().unwrap();
-    assert_eq!(
-        last.region("t0m0"),
-        &vec![0, pages],
-        "A's array followed it"
-    );
-    assert_eq!(last.region("t1m0"), &vec![pages, 0]);
-    assert_eq!(last.region("t2m0"), &vec![pages, 0]);
+    assert_only_a_followed_to_node_1(snaps.last().unwrap());
     // migrate_pages moves what the lazy step leaves: an interleaved region goes home too
     let w = Tasks(vec![streamer(32, 20), streamer(37, 20), streamer(332, 4)]);
     let (rounds, snaps) = auto_run(&w, "period_ms=2,memory=interleaved,migrate=process");
     let calls: Vec<_> = rounds.iter().flat_map(|r| r.whole.clone()).collect();
     assert!(calls.contains(&(TaskId(0), NodeId(1))), "{calls:?}");
     let last = snaps.last().unwrap();
+    let pages = ARRAY / 4096;
     for (task, home) in calls {
         let mut all_home = vec![0; 2];
         all_home[home.index()] = pages;

@@ -114,6 +114,18 @@ fn run(m: &Machine, touch_nodes: &[u16], from: &[u16], to: &[u16]) -> (SimResult
     (r, seen)
 }
 
+/// The caller (thread 0) spent, within 1 %, what a call of `walks` address-space walks
+/// copying `bytes` costs: `walks × migrate_pages_base_ns + bytes / migrate_pages_mbps`.
+fn assert_call_ns(m: &Machine, r: &SimResult, walks: u32, bytes: u64) {
+    let expect = f64::from(walks) * m.os.migrate_pages_base_ns
+        + bytes as f64 / (m.os.migrate_pages_mbps * 1e-3);
+    let call = r.per_thread[0].migration_ns;
+    assert!(
+        (call / expect - 1.0).abs() < 0.01,
+        "{call} ns for a {expect} ns call"
+    );
+}
+
 /// GF09's machine, whose figures the costs come from (reference/policies.md §10).
 fn machine() -> Machine {
     numalab_machine::preset("opteron8347he-4n").expect("preset exists")
@@ -128,12 +140,7 @@ fn one_call_moves_a_buffer_at_the_calls_rate_and_loads_both_controllers() {
     assert_eq!(r.vmstat.pgmigrate_success, SHARE);
     assert!(r.per_node[1].resident_bytes >= bytes, "{:?}", r.per_node[1]);
     // one source node: one walk, then the copies at migrate_pages' rate, to the caller
-    let expect = m.os.migrate_pages_base_ns + bytes as f64 / (m.os.migrate_pages_mbps * 1e-3);
-    let call = r.per_thread[0].migration_ns;
-    assert!(
-        (call / expect - 1.0).abs() < 0.01,
-        "{call} ns for a {expect} ns call"
-    );
+    assert_call_ns(&m, &r, 1, bytes);
     // the copies read node 0's controller and wrote node 1's
     assert!(
         r.per_node[0].ctrl_read_bytes >= bytes,
@@ -155,13 +162,7 @@ fn a_chain_keeps_relative_positions_and_walks_once_per_source() {
     let (r, seen) = run(&m, &[1, 2], &[1, 2], &[2, 3]);
     assert_eq!(seen, [NodeId(2), NodeId(3)]);
     assert_eq!(r.vmstat.pgmigrate_success, 2 * SHARE);
-    let bytes = (2 * SHARE * PAGE) as f64;
-    let expect = 2.0 * m.os.migrate_pages_base_ns + bytes / (m.os.migrate_pages_mbps * 1e-3);
-    let call = r.per_thread[0].migration_ns;
-    assert!(
-        (call / expect - 1.0).abs() < 0.01,
-        "{call} ns for a {expect} ns call"
-    );
+    assert_call_ns(&m, &r, 2, 2 * SHARE * PAGE);
 }
 
 #[test]

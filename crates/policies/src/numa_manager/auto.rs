@@ -6,7 +6,7 @@
 
 use super::region_policy::migratable;
 use super::thread_policy::cpu_nodes;
-use numalab_core::view::{MemoryView, ThreadCounters};
+use numalab_core::view::{MemoryView, RegionInfo, ThreadCounters};
 use numalab_core::{Action, CpuId, MemPolicy, NodeId, NodeMask, TaskId, ThreadId};
 use std::collections::BTreeMap;
 
@@ -246,12 +246,7 @@ impl AutoState {
                     self.migrated.insert((r.task, r.start), home);
                     // Müller's migrate allocates the region's backing on the destination:
                     // pages not yet faulted go there too
-                    actions.push(Action::SetRangePolicy {
-                        task: r.task,
-                        start: r.start,
-                        len_bytes: r.len_bytes,
-                        policy: MemPolicy::Preferred { node: home },
-                    });
+                    actions.push(prefer_home(r, home));
                     actions.push(Action::LazyMigrate {
                         task: r.task,
                         start: r.start,
@@ -308,12 +303,7 @@ impl AutoState {
             }
             self.migrated_whole.insert(t.task, home);
             for r in mine.iter().filter(|r| migratable(r.policy.as_ref())) {
-                actions.push(Action::SetRangePolicy {
-                    task: r.task,
-                    start: r.start,
-                    len_bytes: r.len_bytes,
-                    policy: MemPolicy::Preferred { node: home },
-                });
+                actions.push(prefer_home(r, home));
             }
             let mut from = all;
             from.clear(home);
@@ -325,6 +315,16 @@ impl AutoState {
             whole.push((t.task, home));
         }
         whole
+    }
+}
+
+/// The memory step's policy for a region's later faults: its task's home, preferred.
+fn prefer_home(r: &RegionInfo, home: NodeId) -> Action {
+    Action::SetRangePolicy {
+        task: r.task,
+        start: r.start,
+        len_bytes: r.len_bytes,
+        policy: MemPolicy::Preferred { node: home },
     }
 }
 
