@@ -4,6 +4,9 @@
 #   scripts/fuzz.sh --smoke [SECONDS]    every target for SECONDS each (default 30): CI's run
 #   scripts/fuzz.sh --runs N [TARGET..]  the named targets (default all) for N executions each
 #   scripts/fuzz.sh --list               the targets
+#   --timeout SECONDS                    an input slower than this is a hang (default 10); raise
+#                                        it for long runs on a busy machine, as libFuzzer's
+#                                        clock is wall-clock time
 #
 # Targets: fuzz/ (hwloc XML, machine TOML, perf.data, Arrow samples, workload and policy specs,
 # node and CPU specs) and crates/linux/fuzz (/proc and /sys readers). Each run starts from the
@@ -19,14 +22,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-mode="" secs=30 runs=0 install=0 targets=()
+mode="" secs=30 runs=0 install=0 timeout=10 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --smoke) mode=smoke; if [[ "${2:-}" =~ ^[0-9]+$ ]]; then secs=$2; shift; fi ;;
     --runs) mode=runs; runs=${2:?--runs needs a number}; shift ;;
     --install) install=1 ;;
+    --timeout) timeout=${2:?--timeout needs a number of seconds}; shift
+      [[ "$timeout" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: --timeout takes whole seconds above 0, not '$timeout'" >&2; exit 2; } ;;
     --list) mode=list ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) targets+=("$1") ;;
   esac
@@ -81,10 +86,10 @@ for t in "${targets[@]}"; do
   if [ "$mode" = smoke ]; then limit="-max_total_time=$secs -seed=1"; else limit="-runs=$runs"; fi
   log="$root/target/fuzz-corpus/$t.log"
   echo "== $t ($dir, $limit)"
-  # -timeout: an input slower than 10 s is a hang, reported like a crash; -rss_limit_mb: a
+  # -timeout: an input slower than $timeout s (default 10) is a hang, reported like a crash; -rss_limit_mb: a
   # parser that allocates gigabytes for a few bytes of input is a bug too
   # shellcheck disable=SC2086 # $limit is one or two options
-  if (cd "$dir" && cargo +nightly fuzz run "$t" "$work" -- $limit -timeout=10 \
+  if (cd "$dir" && cargo +nightly fuzz run "$t" "$work" -- $limit -timeout="$timeout" \
         -rss_limit_mb=2048 -print_final_stats=1) >"$log" 2>&1; then
     status=ok
   else
