@@ -1,26 +1,39 @@
-//! `ssca2`: SSCA2 v2.2 graph analysis, reference/workloads.md §4.3.
+//! `ssca2`: SSCA2 v2.2 graph analysis, reference/workloads.md §4.3, following the benchmark's
+//! OpenMP source (genScalData.c, computeGraph.c, betweennessCentrality.c, defs.h of v2.2).
 //!
 //! A directed R-MAT graph of N = 2^`log2_vertices` vertices and `edgefactor`·N edges
-//! (a = 0.55, b = 0.1, c = 0.1, d = 0.25; integer weights up to N), generated for real (seeded),
-//! then:
+//! (a = 0.55, b = 0.1, c = 0.1, d = 0.25; integer weights uniform in 1..=2^SCALE), generated for
+//! real (seeded), its vertex ids randomly permuted as v2.2 does (so R-MAT's hubs are spread over
+//! the id space, not packed at its start), then:
 //!
-//! * **generation**: each thread writes its static block of the start / end / weight tuples;
-//! * **K1** (build the CSR graph): out-degrees counted with atomic increments at random
-//!   vertices, a two-pass parallel prefix sum over `numEdges`, then each edge is placed with an
-//!   atomic slot reservation (`pos[u]++`) and written to `endV` / `weight` at that slot (random
-//!   writes); the CSR arrays are zeroed first by static loops (their first touch, in blocks);
+//! * **generation**: each thread writes its static block of the start / end / weight tuples,
+//!   then relabels them through the permutation (two random reads of `permV` per edge);
+//! * **K1** (`computeGraph`): a count pass over static blocks of tuples (`pos[i] =
+//!   degree[u]++` under the per-vertex `omp_lock_t` of u: random lock and counter updates,
+//!   `pos` written in order), a two-pass prefix sum of `degree` into `numEdges`, and a scatter
+//!   pass writing each edge to `endV` / `weight` at `numEdges[u] + pos[i]` (random writes:
+//!   the arrays are malloc'd and not zeroed, so this pass first-touches them);
 //! * **K2**: a static scan of `weight` for the maximum;
-//! * **K4** (betweenness centrality, which dominates): for each of `sources` sources
-//!   (2^K4approx = 256 by default), a level-synchronous BFS whose frontier is split statically
-//!   (a barrier per level): per edge (v, w) read `d[w]` at a random w; the first discoverer
-//!   sets it (read-modify-write) and queues w in its local buffer, copied to the BFS order `S`
-//!   at the level's end; when w is one level below v, `sigma[w]` is updated and v appended to
-//!   w's predecessor list (atomics); then the backward sweep level by level: for each w, for
-//!   each predecessor v, `delta[v]` updated (atomic) from `sigma[v]`, and `BC[w]` updated.
+//! * **K4** (betweenness centrality, which dominates): `d` set to −1 and the per-vertex locks
+//!   and predecessor-list headers initialised once by static loops; then for each of `sources`
+//!   sources (2^K4approx = 256 by default) a level-synchronous BFS whose frontier is handed out
+//!   by `schedule(dynamic)`: per edge (v, w) read `weight` (edges with a weight divisible by 8
+//!   are skipped, as v2.2 filters them) and `endV`, take w's lock (`omp_test_lock`), read
+//!   `d[w]`; the first discoverer sets it and queues w in its local stack, and when w is one
+//!   level below v `sigma[w]` is updated and v appended to w's predecessor list (its `plist`
+//!   header, then the slot in `pListMem`); the lock is released. Then the backward sweep level
+//!   by level (static split): for each w, for each predecessor v, under v's lock, `delta[v]`
+//!   updated from `sigma[v]`, then `BC[w]`. Last, the vertices the source reached are reset
+//!   (`d`, `delta`, the list's count) by a static loop with chunk N/T over the BFS order.
 //!
 //! BFS levels, discoverers and predecessor lists come from a real BFS of the generated graph
-//! (the discoverer of a vertex is the first edge to reach it in frontier order). K3 (subgraph
-//! extraction, small) is left out.
+//! (the discoverer of a vertex is the first edge to reach it in frontier order). The dynamic
+//! schedule is the greedy list schedule it tends to when every edge costs the same: each
+//! frontier vertex, in order, goes to the thread with the fewest edges handed out so far in
+//! the level. Left out: K3 (subgraph extraction, small), the permutation's own swap loop and
+//! K4's once-per-run in-degree count (a few passes over N or M, against 2^K4approx BFS), the
+//! dynamic schedule's shared counter and contended locks (the model has no cache coherence
+//! between cores: docs/model.md, "Not modelled"), and R-MAT's ±10 % noise on a, b, c, d.
 
 use crate::emit::{static_range, Gen, Script, Span, SplitMix64, Status, CHUNK_OPS};
 use crate::kernel::compute;
@@ -31,7 +44,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 pub const NAME: &str = "ssca2";
 pub const KEYS: &[&str] = &["log2_vertices", "edgefactor", "k4approx", "sources", "seed"];
-pub const DESCRIPTION: &str = "SSCA2 v2.2: R-MAT generation, CSR build with atomic slot reservation (K1), weight scan (K2), betweenness centrality by level-synchronous BFS and backward sweeps (K4) (§4.3). \
+pub const DESCRIPTION: &str = "SSCA2 v2.2: R-MAT generation with permuted vertex ids, CSR build under per-vertex locks (K1), weight scan (K2), betweenness centrality by level-synchronous BFS (dynamic schedule, per-vertex locks, weight filter) and backward sweeps (K4) (§4.3). \
 keys: log2_vertices=SCALE (20), edgefactor=8, k4approx=8 (2^8 BC sources), sources=sources actually run (2^k4approx), seed=1";
 
 pub const PHASES: &[&str] = &["generate", "k1-build", "k2-max-weight", "k4-bc"];
@@ -42,14 +55,26 @@ pub const PHASE_K4: u16 = 3;
 
 /// R-MAT quadrant probabilities (§4.3, E).
 pub const RMAT: [f64; 4] = [0.55, 0.1, 0.1, 0.25];
-/// 64-bit tuples and CSR entries (§4.3, E); vertex ints 4 B, doubles 8 B.
-pub const LONG: u64 = 8;
-pub const INT: u64 = 4;
+/// v2.2's defs.h: `VERT_T` (vertex ids, and `WEIGHT_T`, which is `VERT_T`) is `int`; `LONG_T`
+/// (counts, offsets, `d`, `pListMem`) is `int` too unless built with `-DLARGE_GRAPH`, which its
+/// Makefile asks for above SCALE 27 (then `long`): see [`Ssca2::long_bytes`].
+pub const VERT: u64 = 4;
+pub const DOUBLE: u64 = 8;
+/// libgomp's `omp_lock_t` on Linux: one futex word.
+pub const OMP_LOCK: u64 = 4;
+/// `plist { VERT_T *list; VERT_T count; LONG_T degree; }`: 16 B with an `int` LONG_T.
+pub const PLIST_BYTES: u64 = 16;
 /// Work per edge visited in K4 (E).
 pub const CYCLES_PER_EDGE: u64 = 6;
 const EDGES_PER_UNIT: u64 = 1024;
 
-/// The generated graph in CSR form (out-edges) plus in-degree offsets for predecessor lists.
+/// v2.2 skips, in K4, the edges whose weight is divisible by 8 (`(weight & 7) != 0` keeps one).
+pub fn k4_keeps(weight: u32) -> bool {
+    weight & 7 != 0
+}
+
+/// The generated graph in CSR form (out-edges, each with its weight) plus in-degree offsets for
+/// predecessor lists.
 #[derive(Debug)]
 pub struct Graph {
     pub n: u64,
@@ -57,14 +82,24 @@ pub struct Graph {
     pub end: Vec<u32>,
     pub offsets: Vec<u32>,
     pub targets: Vec<u32>,
+    /// Weight of each CSR edge (same index as `targets`), uniform in 1..=n.
+    pub weights: Vec<u32>,
     pub in_offsets: Vec<u32>,
+    /// R-MAT's id of each (permuted) vertex: where generation's relabelling reads `permV`.
+    pub rmat_id: Vec<u32>,
 }
 
 impl Graph {
     pub fn rmat(log2_n: u32, edges: u64, seed: u64) -> Graph {
         let n = 1u64 << log2_n;
         let mut r = SplitMix64::new(seed ^ 0x0005_5ca2);
-        let (mut start, mut end) = (
+        // genScalData permutes the vertex ids after drawing the edges
+        let mut perm: Vec<u32> = (0..n as u32).collect();
+        for i in (1..n as usize).rev() {
+            perm.swap(i, r.below(i as u64 + 1) as usize);
+        }
+        let (mut start, mut end, mut weight) = (
+            Vec::with_capacity(edges as usize),
             Vec::with_capacity(edges as usize),
             Vec::with_capacity(edges as usize),
         );
@@ -77,8 +112,14 @@ impl Graph {
                 u = u << 1 | (q >> 1);
                 v = v << 1 | (q & 1);
             }
-            start.push(u as u32);
-            end.push(v as u32);
+            start.push(perm[u as usize]);
+            end.push(perm[v as usize]);
+            // wt = 1 + MaxIntWeight·sprng(), MaxIntWeight = 2^SCALE
+            weight.push(1 + r.below(n) as u32);
+        }
+        let mut rmat_id = vec![0u32; n as usize];
+        for (orig, &p) in perm.iter().enumerate() {
+            rmat_id[p as usize] = orig as u32;
         }
         let mut offsets = vec![0u32; n as usize + 1];
         let mut in_offsets = vec![0u32; n as usize + 1];
@@ -92,8 +133,10 @@ impl Graph {
         }
         let mut fill = offsets.clone();
         let mut targets = vec![0u32; edges as usize];
-        for (&u, &v) in start.iter().zip(&end) {
+        let mut weights = vec![0u32; edges as usize];
+        for ((&u, &v), &wt) in start.iter().zip(&end).zip(&weight) {
             targets[fill[u as usize] as usize] = v;
+            weights[fill[u as usize] as usize] = wt;
             fill[u as usize] += 1;
         }
         Graph {
@@ -102,12 +145,25 @@ impl Graph {
             end,
             offsets,
             targets,
+            weights,
             in_offsets,
+            rmat_id,
         }
     }
 
     pub fn out(&self, v: u32) -> &[u32] {
         &self.targets[self.offsets[v as usize] as usize..self.offsets[v as usize + 1] as usize]
+    }
+
+    /// The out-edges of `v` that K4 follows: weight not divisible by 8, not a self-loop.
+    pub fn k4_out(&self, v: u32) -> impl Iterator<Item = u32> + '_ {
+        let (lo, hi) = (
+            self.offsets[v as usize] as usize,
+            self.offsets[v as usize + 1] as usize,
+        );
+        (lo..hi)
+            .filter(move |&j| k4_keeps(self.weights[j]) && self.targets[j] != v)
+            .map(move |j| self.targets[j])
     }
 }
 
@@ -121,9 +177,13 @@ pub struct Bfs {
     pub pos: Vec<u32>,
     /// Predecessors of each reached vertex, in discovery order of the edges.
     pub preds: Vec<Vec<u32>>,
+    /// Thread that expands each entry of `order` under the dynamic schedule (empty until
+    /// [`Bfs::schedule_dynamic`]).
+    pub owner: Vec<u16>,
 }
 
 impl Bfs {
+    /// The BFS over the edges K4 follows ([`Graph::k4_out`]).
     pub fn run(g: &Graph, s: u32) -> Bfs {
         let n = g.n as usize;
         let mut dist = vec![u32::MAX; n];
@@ -135,7 +195,7 @@ impl Bfs {
             let (lo, hi) = (levels[levels.len() - 2], levels[levels.len() - 1]);
             for i in lo..hi {
                 let v = order[i];
-                for &w in g.out(v) {
+                for w in g.k4_out(v) {
                     if dist[w as usize] == u32::MAX {
                         dist[w as usize] = dist[v as usize] + 1;
                         order.push(w);
@@ -157,9 +217,30 @@ impl Bfs {
                     dist,
                     pos,
                     preds,
+                    owner: Vec::new(),
                 };
             }
             levels.push(order.len());
+        }
+    }
+
+    /// `schedule(dynamic)` (chunk 1) over each level's frontier among `threads` threads: every
+    /// vertex in frontier order goes to the thread that has been handed the fewest edges of the
+    /// level so far (the lowest-numbered of equals), each vertex costing 1 + its out-degree, as
+    /// threads that run every edge at the same pace take them.
+    pub fn schedule_dynamic(&mut self, g: &Graph, threads: usize) {
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        let nt = threads.max(1);
+        self.owner = vec![0; self.order.len()];
+        for l in 0..self.levels.len() - 1 {
+            let mut free: BinaryHeap<Reverse<(u64, u16)>> =
+                (0..nt as u16).map(|t| Reverse((0, t))).collect();
+            for i in self.levels[l]..self.levels[l + 1] {
+                let Reverse((busy, t)) = free.pop().expect("one entry per thread");
+                self.owner[i] = t;
+                free.push(Reverse((busy + 1 + g.out(self.order[i]).len() as u64, t)));
+            }
         }
     }
 }
@@ -179,25 +260,30 @@ pub struct Ssca2 {
 /// The last few sources' BFS results, by source index.
 type BfsCache = Vec<(u64, Arc<Bfs>)>;
 
-/// Addresses of the arrays.
+/// Addresses of the arrays, and the size of `LONG_T`.
 #[derive(Copy, Clone, Debug)]
 struct Maps {
     start: u64,
     end: u64,
     wtup: u64,
-    num_edges: u64,
+    perm_v: u64,
+    k1_lock: u64,
     pos: u64,
+    degree: u64,
+    num_edges: u64,
     end_v: u64,
     weight: u64,
+    lock: u64,
+    plist: u64,
     d: u64,
     sigma: u64,
     delta: u64,
     bc: u64,
-    p_count: u64,
     s: u64,
     p: u64,
     local: u64,
     local_bytes: u64,
+    long: u64,
 }
 
 impl Ssca2 {
@@ -240,6 +326,15 @@ impl Ssca2 {
         self.edgefactor << self.log2_vertices
     }
 
+    /// Bytes of `LONG_T`: `int` up to SCALE 27, `long` above (v2.2's `-DLARGE_GRAPH`).
+    pub fn long_bytes(&self) -> u64 {
+        if self.log2_vertices > 27 {
+            8
+        } else {
+            4
+        }
+    }
+
     pub fn graph(&self) -> Arc<Graph> {
         self.graph
             .get_or_init(|| Arc::new(Graph::rmat(self.log2_vertices, self.edges(), self.seed)))
@@ -258,13 +353,17 @@ impl Ssca2 {
         }
     }
 
-    /// BFS of source `i`, shared by the threads (they run it together, level by level).
+    /// BFS of source `i` with its dynamic schedule, shared by the threads (they run it
+    /// together, level by level).
     pub fn bfs(&self, i: u64) -> Arc<Bfs> {
         let mut cache = self.bfs.lock().expect("no thread panics while holding it");
         if let Some((_, b)) = cache.iter().find(|(k, _)| *k == i) {
             return b.clone();
         }
-        let b = Arc::new(Bfs::run(&self.graph(), self.source(i)));
+        let g = self.graph();
+        let mut b = Bfs::run(&g, self.source(i));
+        b.schedule_dynamic(&g, self.threads);
+        let b = Arc::new(b);
         cache.push((i, b.clone()));
         if cache.len() > 3 {
             cache.remove(0);
@@ -275,37 +374,52 @@ impl Ssca2 {
     fn program(&self, m: Maps, t: usize) -> Script {
         let (n, e) = (self.vertices(), self.edges());
         let nt = self.threads;
+        let long = m.long;
         let mut s = Script::new(PHASES);
         let (elo, ehi) = static_range(e, nt, t);
         let (vlo, vhi) = static_range(n, nt, t);
+        let (edges, verts) = (ehi - elo, vhi - vlo);
         s.phase(PHASE_GENERATE);
         s.streams(
             &[
-                Span::elems(m.start, elo, ehi, LONG, AccessKind::Write),
-                Span::elems(m.end, elo, ehi, LONG, AccessKind::Write),
-                Span::elems(m.wtup, elo, ehi, LONG, AccessKind::Write),
+                Span::elems(m.start, elo, ehi, VERT, AccessKind::Write),
+                Span::elems(m.end, elo, ehi, VERT, AccessKind::Write),
             ],
-            (ehi - elo) * self.log2_vertices as u64 * 8,
-            (ehi - elo) * self.log2_vertices as u64 * 12,
+            edges * self.log2_vertices as u64 * 8,
+            edges * self.log2_vertices as u64 * 12,
+        );
+        s.barrier();
+        s.streams(
+            &[Span::elems(m.perm_v, vlo, vhi, VERT, AccessKind::Write)],
+            verts,
+            verts,
+        );
+        s.barrier();
+        s.gen(Relabel {
+            w: self.clone(),
+            m,
+            pos: elo,
+            hi: ehi,
+        });
+        s.barrier();
+        s.streams(
+            &[Span::elems(m.wtup, elo, ehi, VERT, AccessKind::Write)],
+            edges * 20,
+            edges * 20,
         );
         s.barrier();
         s.phase(PHASE_K1);
-        // CSR arrays zeroed by static loops (first touch in blocks)
+        // omp_init_lock over schedule(static, N/T) (T divides N: libgomp's plain blocks)
         s.streams(
-            &[
-                Span::elems(m.num_edges, vlo, vhi, LONG, AccessKind::Write),
-                Span::elems(m.pos, vlo, vhi, LONG, AccessKind::Write),
-            ],
-            vhi - vlo,
-            vhi - vlo,
-        );
-        s.streams(
-            &[
-                Span::elems(m.end_v, elo, ehi, LONG, AccessKind::Write),
-                Span::elems(m.weight, elo, ehi, LONG, AccessKind::Write),
-            ],
-            ehi - elo,
-            ehi - elo,
+            &[Span::elems(
+                m.k1_lock,
+                vlo,
+                vhi,
+                OMP_LOCK,
+                AccessKind::Write,
+            )],
+            verts,
+            verts,
         );
         s.barrier();
         s.gen(K1 {
@@ -317,26 +431,21 @@ impl Ssca2 {
             seen: Vec::new(),
         });
         s.barrier();
-        // prefix sum: own block, then the block totals, then the fix-up pass
+        // prefix_sums(degree, numEdges): own block's sum, then (after the block totals) the
+        // block's offsets
         s.streams(
-            &[Span::elems(
-                m.num_edges,
-                vlo,
-                vhi,
-                LONG,
-                AccessKind::ReadModifyWrite,
-            )],
-            vhi - vlo,
-            vhi - vlo,
+            &[Span::elems(m.degree, vlo, vhi, long, AccessKind::Read)],
+            verts,
+            verts,
         );
         s.barrier();
         s.streams(
             &[
-                Span::elems(m.num_edges, vlo, vhi, LONG, AccessKind::ReadModifyWrite),
-                Span::elems(m.pos, vlo, vhi, LONG, AccessKind::Write),
+                Span::elems(m.degree, vlo, vhi, long, AccessKind::Read),
+                Span::elems(m.num_edges, vlo, vhi, long, AccessKind::Write),
             ],
-            vhi - vlo,
-            vhi - vlo,
+            verts,
+            verts,
         );
         s.barrier();
         s.gen(K1 {
@@ -350,39 +459,32 @@ impl Ssca2 {
         s.barrier();
         s.phase(PHASE_K2);
         s.streams(
-            &[Span::elems(m.weight, elo, ehi, LONG, AccessKind::Read)],
-            ehi - elo,
-            ehi - elo,
+            &[Span::elems(m.weight, elo, ehi, VERT, AccessKind::Read)],
+            edges,
+            edges,
         );
         s.barrier();
         s.phase(PHASE_K4);
-        // BC[] = 0 once
+        // once: the locks initialised, the predecessor lists' headers set, d = −1 (static loops)
         s.streams(
-            &[Span::elems(m.bc, vlo, vhi, LONG, AccessKind::Write)],
-            vhi - vlo,
-            vhi - vlo,
+            &[
+                Span::elems(m.lock, vlo, vhi, OMP_LOCK, AccessKind::Write),
+                Span::elems(m.plist, vlo, vhi, PLIST_BYTES, AccessKind::Write),
+                Span::elems(m.d, vlo, vhi, long, AccessKind::Write),
+            ],
+            verts,
+            verts,
         );
         s.barrier();
         for src in 0..self.sources {
-            s.streams(
-                &[
-                    Span::elems(m.d, vlo, vhi, INT, AccessKind::Write),
-                    Span::elems(m.sigma, vlo, vhi, LONG, AccessKind::Write),
-                    Span::elems(m.delta, vlo, vhi, LONG, AccessKind::Write),
-                    Span::elems(m.p_count, vlo, vhi, INT, AccessKind::Write),
-                ],
-                vhi - vlo,
-                vhi - vlo,
-            );
-            s.barrier();
             s.gen(K4 {
                 w: self.clone(),
                 m,
                 t,
                 src,
                 bfs: None,
+                step: K4Step::Start,
                 level: 0,
-                backward: false,
                 cursor: None,
                 mine: std::collections::HashSet::new(),
                 pred_seen: std::collections::HashMap::new(),
@@ -408,25 +510,32 @@ impl Workload for Ssca2 {
         let task = TaskId(0);
         let o = MapOptions::default;
         let (n, e) = (self.vertices(), self.edges());
-        let local_bytes = (n * INT).div_ceil(4096) * 4096;
+        let long = self.long_bytes();
+        // myS: 2N/T LONG_T entries per thread, doubled whenever full, so room for N here
+        let local_bytes = (n * long).div_ceil(4096) * 4096;
         let mut map = |name: &str, bytes: u64| mem.mmap(task, name, bytes, o());
         let m = Maps {
-            start: map("ssca2.start", e * LONG),
-            end: map("ssca2.end", e * LONG),
-            wtup: map("ssca2.wtuple", e * LONG),
-            num_edges: map("ssca2.numEdges", (n + 1) * LONG),
-            pos: map("ssca2.pos", n * LONG),
-            end_v: map("ssca2.endV", e * LONG),
-            weight: map("ssca2.weight", e * LONG),
-            d: map("ssca2.d", n * INT),
-            sigma: map("ssca2.sigma", n * LONG),
-            delta: map("ssca2.delta", n * LONG),
-            bc: map("ssca2.BC", n * LONG),
-            p_count: map("ssca2.pCount", n * INT),
-            s: map("ssca2.S", n * INT),
-            p: map("ssca2.P", e * INT),
-            local: map("ssca2.local", self.threads as u64 * local_bytes),
+            start: map("ssca2.start", e * VERT),
+            end: map("ssca2.end", e * VERT),
+            wtup: map("ssca2.wtuple", e * VERT),
+            perm_v: map("ssca2.permV", n * VERT),
+            k1_lock: map("ssca2.k1.vLock", n * OMP_LOCK),
+            pos: map("ssca2.pos", e * long),
+            degree: map("ssca2.degree", n * long),
+            num_edges: map("ssca2.numEdges", (n + 1) * long),
+            end_v: map("ssca2.endV", e * VERT),
+            weight: map("ssca2.weight", e * VERT),
+            lock: map("ssca2.vLock", n * OMP_LOCK),
+            plist: map("ssca2.P", n * PLIST_BYTES),
+            d: map("ssca2.d", n * long),
+            sigma: map("ssca2.sigma", n * DOUBLE),
+            delta: map("ssca2.delta", n * DOUBLE),
+            bc: map("ssca2.BC", n * DOUBLE),
+            s: map("ssca2.S", n * VERT),
+            p: map("ssca2.pListMem", e * long),
+            local: map("ssca2.myS", self.threads as u64 * local_bytes),
             local_bytes,
+            long,
         };
         (0..self.threads)
             .map(|t| ThreadSpec {
@@ -437,8 +546,59 @@ impl Workload for Ssca2 {
     }
 }
 
-/// K1's degree count (atomic increments) or scatter (slot reservation + placement) over a
-/// thread's block of tuples.
+/// Relabelling the tuples through the vertex permutation, over a thread's block of tuples:
+/// `src[i] = permV[src[i]]; dest[i] = permV[dest[i]]`.
+struct Relabel {
+    w: Ssca2,
+    m: Maps,
+    pos: u64,
+    hi: u64,
+}
+
+impl Gen for Relabel {
+    fn emit(&mut self, out: &mut Vec<Op>) -> Status {
+        let g = self.w.graph();
+        let m = self.m;
+        while self.pos < self.hi {
+            if out.len() >= CHUNK_OPS {
+                return Status::More;
+            }
+            let (lo, hi) = (self.pos, (self.pos + EDGES_PER_UNIT).min(self.hi));
+            for a in [m.start, m.end] {
+                push_run(
+                    out,
+                    Span::elems(a, lo, hi, VERT, AccessKind::ReadModifyWrite),
+                );
+            }
+            for i in lo..hi {
+                for v in [g.start[i as usize], g.end[i as usize]] {
+                    out.push(Op::Access {
+                        addr: m.perm_v + g.rmat_id[v as usize] as u64 * VERT,
+                        kind: AccessKind::Read,
+                    });
+                }
+            }
+            out.push(compute((hi - lo) * 4, (hi - lo) * 8));
+            self.pos = hi;
+        }
+        Status::Done
+    }
+}
+
+/// One `Op::Run` over a span's lines (nothing for an empty span).
+fn push_run(out: &mut Vec<Op>, sp: Span) {
+    if sp.lines > 0 {
+        out.push(Op::Run {
+            base: sp.addr,
+            lines: sp.lines as u32,
+            stride_bytes: 64,
+            kind: sp.kind,
+        });
+    }
+}
+
+/// K1's count pass (`pos[i] = degree[u]++` under u's lock) or scatter pass (each edge to
+/// `endV` / `weight` at `numEdges[u] + pos[i]`) over a thread's block of tuples.
 struct K1 {
     w: Ssca2,
     m: Maps,
@@ -460,47 +620,51 @@ impl Gen for K1 {
             }
         }
         let m = self.m;
+        let long = m.long;
         while self.pos < self.hi {
             if out.len() >= CHUNK_OPS {
                 return Status::More;
             }
             let (lo, hi) = (self.pos, (self.pos + EDGES_PER_UNIT).min(self.hi));
-            let mut arrays = vec![m.start];
+            push_run(out, Span::elems(m.start, lo, hi, VERT, AccessKind::Read));
             if self.scatter {
-                arrays.extend([m.end, m.wtup]);
-            }
-            for a in arrays {
-                let sp = Span::elems(a, lo, hi, LONG, AccessKind::Read);
-                out.push(Op::Run {
-                    base: sp.addr,
-                    lines: sp.lines as u32,
-                    stride_bytes: 64,
-                    kind: sp.kind,
-                });
+                for a in [m.end, m.wtup] {
+                    push_run(out, Span::elems(a, lo, hi, VERT, AccessKind::Read));
+                }
+                push_run(out, Span::elems(m.pos, lo, hi, long, AccessKind::Read));
+            } else {
+                push_run(out, Span::elems(m.pos, lo, hi, long, AccessKind::Write));
             }
             for i in lo..hi {
                 let u = g.start[i as usize] as u64;
                 if !self.scatter {
+                    let lock = m.k1_lock + u * OMP_LOCK;
                     out.push(Op::Access {
-                        addr: m.num_edges + (u + 1) * LONG,
+                        addr: lock,
                         kind: AccessKind::ReadModifyWrite,
+                    });
+                    out.push(Op::Access {
+                        addr: m.degree + u * long,
+                        kind: AccessKind::ReadModifyWrite,
+                    });
+                    out.push(Op::Access {
+                        addr: lock,
+                        kind: AccessKind::Write,
                     });
                     continue;
                 }
                 let slot = g.offsets[u as usize] as u64 + self.seen[u as usize] as u64;
                 self.seen[u as usize] += 1;
                 out.push(Op::Access {
-                    addr: m.pos + u * LONG,
-                    kind: AccessKind::ReadModifyWrite,
+                    addr: m.num_edges + u * long,
+                    kind: AccessKind::Read,
                 });
-                out.push(Op::Access {
-                    addr: m.end_v + slot * LONG,
-                    kind: AccessKind::Write,
-                });
-                out.push(Op::Access {
-                    addr: m.weight + slot * LONG,
-                    kind: AccessKind::Write,
-                });
+                for a in [m.end_v, m.weight] {
+                    out.push(Op::Access {
+                        addr: a + slot * VERT,
+                        kind: AccessKind::Write,
+                    });
+                }
             }
             out.push(compute((hi - lo) * 4, (hi - lo) * 8));
             self.pos = hi;
@@ -509,16 +673,30 @@ impl Gen for K1 {
     }
 }
 
-/// One BC source: BFS levels forward, then the backward sweep, a barrier per level.
+/// Where a source's K4 is.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum K4Step {
+    /// Thread 0 seeds the source (`sigma`, `d`, `S[0]`), a barrier.
+    Start,
+    /// BFS level `level` forward.
+    Forward,
+    /// Backward sweep, `level` counting levels done from the deepest.
+    Backward,
+    /// The reached vertices reset.
+    Reset,
+    Done,
+}
+
+/// One BC source: BFS levels forward, the backward sweep, the reset.
 struct K4 {
     w: Ssca2,
     m: Maps,
     t: usize,
     src: u64,
     bfs: Option<Arc<Bfs>>,
+    step: K4Step,
     level: usize,
-    backward: bool,
-    /// (frontier index, edge index) inside the current level's share.
+    /// (frontier index, edge index) inside the current level.
     cursor: Option<(usize, usize)>,
     /// Vertices this thread discovered in the current level.
     mine: std::collections::HashSet<u32>,
@@ -529,234 +707,309 @@ struct K4 {
 impl Gen for K4 {
     fn emit(&mut self, out: &mut Vec<Op>) -> Status {
         let bfs = self.bfs.get_or_insert_with(|| self.w.bfs(self.src)).clone();
-        let g = self.w.graph();
-        let m = self.m;
         let nlev = bfs.levels.len() - 1;
-        let nt = self.w.threads;
         loop {
-            if self.level >= nlev {
-                return Status::Done;
-            }
-            // levels forward 0..nlev, backward nlev−1..1 (level 0 has no predecessors)
-            let l = if self.backward {
-                nlev - 1 - self.level
-            } else {
-                self.level
-            };
-            let (flo, fhi) = (bfs.levels[l], bfs.levels[l + 1]);
-            let (lo, hi) = {
-                let (a, b) = static_range((fhi - flo) as u64, nt, self.t);
-                (flo + a as usize, flo + b as usize)
-            };
-            let (mut i, mut k) = match self.cursor {
-                Some(c) => c,
-                None => {
-                    // this share of the frontier, read from S
-                    if hi > lo {
-                        let sp = Span::elems(m.s, lo as u64, hi as u64, INT, AccessKind::Read);
-                        out.push(Op::Run {
-                            base: sp.addr,
-                            lines: sp.lines as u32,
-                            stride_bytes: 64,
-                            kind: sp.kind,
-                        });
-                    }
-                    (lo, 0)
-                }
-            };
-            let mut queued = 0u64;
-            let mut edges = 0u64;
-            while i < hi {
-                if out.len() >= CHUNK_OPS {
-                    self.cursor = Some((i, k));
-                    out.push(compute(edges * CYCLES_PER_EDGE, edges * 12));
-                    return Status::More;
-                }
-                let v = bfs.order[i];
-                let vu = v as u64;
-                if !self.backward {
-                    if k == 0 {
-                        for a in [m.num_edges + vu * LONG, m.num_edges + (vu + 1) * LONG] {
-                            out.push(Op::Access {
-                                addr: a,
-                                kind: AccessKind::Read,
-                            });
+            match self.step {
+                K4Step::Start => {
+                    if self.t == 0 {
+                        let s = bfs.order[0] as u64;
+                        let m = self.m;
+                        for (addr, kind) in [
+                            (m.sigma + s * DOUBLE, AccessKind::Write),
+                            (m.d + s * m.long, AccessKind::Write),
+                            (m.s, AccessKind::Write),
+                        ] {
+                            out.push(Op::Access { addr, kind });
                         }
                     }
-                    let adj = g.out(v);
-                    let off = g.offsets[v as usize] as u64;
-                    let end = (k + EDGES_PER_UNIT as usize).min(adj.len());
-                    if end > k {
-                        let sp = Span::elems(
-                            m.end_v,
-                            off + k as u64,
-                            off + end as u64,
-                            LONG,
-                            AccessKind::Read,
-                        );
-                        out.push(Op::Run {
-                            base: sp.addr,
-                            lines: sp.lines as u32,
-                            stride_bytes: 64,
-                            kind: sp.kind,
-                        });
+                    out.push(Op::Barrier);
+                    self.step = K4Step::Forward;
+                    self.level = 0;
+                }
+                K4Step::Forward => {
+                    if self.forward_level(&bfs, out) == Status::More {
+                        return Status::More;
                     }
-                    for &w in &adj[k..end] {
-                        let wu = w as u64;
-                        let dw = bfs.dist[w as usize];
-                        let first = dw == bfs.dist[v as usize] + 1
-                            && bfs.preds[w as usize].first() == Some(&v)
-                            && self.mine.insert(w);
-                        out.push(Op::Access {
-                            addr: m.d + wu * INT,
-                            kind: if first {
-                                AccessKind::ReadModifyWrite
-                            } else {
-                                AccessKind::Read
-                            },
-                        });
-                        if first {
-                            out.push(Op::Access {
-                                addr: m.local + self.t as u64 * m.local_bytes + queued * INT,
-                                kind: AccessKind::Write,
-                            });
-                            queued += 1;
-                        }
-                        if dw == bfs.dist[v as usize] + 1 {
-                            // sigma[w] += sigma[v]; P[w][pCount[w]++] = v (atomics)
-                            // pCount[w]++ hands out slots in arrival order: this thread's
-                            // c-th entry for w is placed at c·T + t (mod the list length)
-                            let c = self.pred_seen.entry(w).or_insert(0);
-                            let len = bfs.preds[w as usize].len() as u64;
-                            let slot = (*c as u64 * nt as u64 + self.t as u64) % len;
-                            *c += 1;
-                            out.push(Op::Access {
-                                addr: m.sigma + wu * LONG,
-                                kind: AccessKind::ReadModifyWrite,
-                            });
-                            out.push(Op::Access {
-                                addr: m.p_count + wu * INT,
-                                kind: AccessKind::ReadModifyWrite,
-                            });
-                            out.push(Op::Access {
-                                addr: m.p + (g.in_offsets[w as usize] as u64 + slot) * INT,
-                                kind: AccessKind::Write,
-                            });
-                        }
-                    }
-                    edges += (end - k) as u64;
-                    if end < adj.len() {
-                        k = end;
-                    } else {
-                        k = 0;
-                        i += 1;
-                    }
-                } else {
-                    // delta[v] += sigma[v]/sigma[w]·(1 + delta[w]) for each predecessor v
-                    let w = v;
-                    let wu = w as u64;
-                    for a in [m.sigma + wu * LONG, m.delta + wu * LONG] {
-                        out.push(Op::Access {
-                            addr: a,
-                            kind: AccessKind::Read,
-                        });
-                    }
-                    let preds = &bfs.preds[w as usize];
-                    let end = (k + EDGES_PER_UNIT as usize).min(preds.len());
-                    let base = g.in_offsets[w as usize] as u64;
-                    if end > k {
-                        let sp = Span::elems(
-                            m.p,
-                            base + k as u64,
-                            base + end as u64,
-                            INT,
-                            AccessKind::Read,
-                        );
-                        out.push(Op::Run {
-                            base: sp.addr,
-                            lines: sp.lines as u32,
-                            stride_bytes: 64,
-                            kind: sp.kind,
-                        });
-                    }
-                    for &p in &preds[k..end] {
-                        out.push(Op::Access {
-                            addr: m.sigma + p as u64 * LONG,
-                            kind: AccessKind::Read,
-                        });
-                        out.push(Op::Access {
-                            addr: m.delta + p as u64 * LONG,
-                            kind: AccessKind::ReadModifyWrite,
-                        });
-                    }
-                    edges += (end - k) as u64;
-                    if end < preds.len() {
-                        k = end;
-                    } else {
-                        out.push(Op::Access {
-                            addr: m.bc + wu * LONG,
-                            kind: AccessKind::ReadModifyWrite,
-                        });
-                        k = 0;
-                        i += 1;
+                    self.level += 1;
+                    if self.level == nlev {
+                        // the backward sweep runs from the deepest level up to level 1
+                        self.step = if nlev > 1 {
+                            K4Step::Backward
+                        } else {
+                            K4Step::Reset
+                        };
+                        self.level = 0;
                     }
                 }
-            }
-            out.push(compute(edges * CYCLES_PER_EDGE, edges * 12));
-            if !self.backward && l + 1 < nlev {
-                // copy the local queue into S at this thread's offset of the next level
-                let next_lo = bfs.levels[l + 1];
-                let counts = self.discovered(&bfs, l);
-                let before: u64 = counts[..self.t].iter().sum();
-                let mine = counts[self.t];
-                if mine > 0 {
-                    let sp = Span::elems(
-                        m.s,
-                        next_lo as u64 + before,
-                        next_lo as u64 + before + mine,
-                        INT,
-                        AccessKind::Write,
-                    );
-                    out.push(Op::Run {
-                        base: sp.addr,
-                        lines: sp.lines as u32,
-                        stride_bytes: 64,
-                        kind: sp.kind,
-                    });
+                K4Step::Backward => {
+                    if self.backward_level(&bfs, nlev - 1 - self.level, out) == Status::More {
+                        return Status::More;
+                    }
+                    self.level += 1;
+                    if self.level == nlev - 1 {
+                        self.step = K4Step::Reset;
+                    }
                 }
-            }
-            out.push(Op::Barrier);
-            self.cursor = None;
-            self.mine.clear();
-            self.pred_seen.clear();
-            self.level += 1;
-            if !self.backward && self.level == nlev {
-                self.backward = true;
-                self.level = 0;
-                // the backward sweep stops at level 1
-                if nlev <= 1 {
-                    return Status::Done;
+                K4Step::Reset => {
+                    self.reset(&bfs, out);
+                    self.step = K4Step::Done;
                 }
-            } else if self.backward && self.level == nlev - 1 {
-                return Status::Done;
+                K4Step::Done => return Status::Done,
             }
         }
     }
 }
 
 impl K4 {
-    /// Per thread: vertices of level l+1 first reached from its share of level l.
+    /// Level `self.level` forward: this thread's vertices of the frontier (dynamic schedule),
+    /// then the merge of the local stacks into S. `More` when the chunk is full.
+    fn forward_level(&mut self, bfs: &Bfs, out: &mut Vec<Op>) -> Status {
+        let g = self.w.graph();
+        let m = self.m;
+        let (long, me) = (m.long, self.t as u16);
+        let l = self.level;
+        let (flo, fhi) = (bfs.levels[l], bfs.levels[l + 1]);
+        let (mut i, mut k) = self.cursor.unwrap_or_else(|| {
+            out.push(Op::Barrier); // `omp barrier` before the `omp for`
+            (flo, 0)
+        });
+        let mut queued = self.mine.len() as u64;
+        let mut scanned = 0u64;
+        while i < fhi {
+            if bfs.owner[i] != me {
+                i += 1;
+                continue;
+            }
+            if out.len() >= CHUNK_OPS {
+                self.cursor = Some((i, k));
+                out.push(compute(scanned * CYCLES_PER_EDGE, scanned * 12));
+                return Status::More;
+            }
+            let v = bfs.order[i];
+            let vu = v as u64;
+            if k == 0 {
+                // v = S[vert]; its CSR row bounds; d[v] and sigma[v], read for every edge
+                // (cached after the first)
+                for (addr, kind) in [
+                    (m.s + i as u64 * VERT, AccessKind::Read),
+                    (m.num_edges + vu * long, AccessKind::Read),
+                    (m.num_edges + (vu + 1) * long, AccessKind::Read),
+                    (m.d + vu * long, AccessKind::Read),
+                    (m.sigma + vu * DOUBLE, AccessKind::Read),
+                ] {
+                    out.push(Op::Access { addr, kind });
+                }
+            }
+            let off = g.offsets[v as usize] as u64;
+            let deg = g.out(v).len();
+            let end = (k + EDGES_PER_UNIT as usize).min(deg);
+            for a in [m.weight, m.end_v] {
+                push_run(
+                    out,
+                    Span::elems(a, off + k as u64, off + end as u64, VERT, AccessKind::Read),
+                );
+            }
+            for j in off as usize + k..off as usize + end {
+                let w = g.targets[j];
+                if !k4_keeps(g.weights[j]) || w == v {
+                    continue;
+                }
+                let wu = w as u64;
+                let dw = bfs.dist[w as usize];
+                let next = dw == bfs.dist[v as usize] + 1;
+                let first =
+                    next && bfs.preds[w as usize].first() == Some(&v) && self.mine.insert(w);
+                let lock = m.lock + wu * OMP_LOCK;
+                out.push(Op::Access {
+                    addr: lock,
+                    kind: AccessKind::ReadModifyWrite,
+                });
+                out.push(Op::Access {
+                    addr: m.d + wu * long,
+                    kind: if first {
+                        AccessKind::ReadModifyWrite
+                    } else {
+                        AccessKind::Read
+                    },
+                });
+                if first {
+                    out.push(Op::Access {
+                        addr: m.local + self.t as u64 * m.local_bytes + queued * long,
+                        kind: AccessKind::Write,
+                    });
+                    queued += 1;
+                }
+                if next {
+                    // sigma[w] += sigma[v]; P[w].list[P[w].count++] = v: the slots are
+                    // handed out in arrival order, so this thread's c-th entry for w is
+                    // placed at c·T + t (mod the list's length)
+                    let c = self.pred_seen.entry(w).or_insert(0);
+                    let len = bfs.preds[w as usize].len() as u64;
+                    let slot = (*c as u64 * self.w.threads as u64 + self.t as u64) % len;
+                    *c += 1;
+                    for (addr, kind) in [
+                        (m.sigma + wu * DOUBLE, AccessKind::ReadModifyWrite),
+                        (m.plist + wu * PLIST_BYTES, AccessKind::ReadModifyWrite),
+                        (
+                            m.p + (g.in_offsets[w as usize] as u64 + slot) * long,
+                            AccessKind::Write,
+                        ),
+                    ] {
+                        out.push(Op::Access { addr, kind });
+                    }
+                }
+                out.push(Op::Access {
+                    addr: lock,
+                    kind: AccessKind::Write,
+                });
+            }
+            scanned += (end - k) as u64;
+            if end < deg {
+                k = end;
+            } else {
+                k = 0;
+                i += 1;
+            }
+        }
+        out.push(compute(scanned * CYCLES_PER_EDGE, scanned * 12));
+        // the `omp for`'s barrier; psCount written, a barrier; thread 0's prefix, a barrier;
+        // then the local stack copied into S at this thread's offset, a barrier
+        out.extend([Op::Barrier, Op::Barrier, Op::Barrier]);
+        if l + 1 < bfs.levels.len() - 1 {
+            let next_lo = bfs.levels[l + 1];
+            let counts = self.discovered(bfs, l);
+            let before: u64 = counts[..self.t].iter().sum();
+            let mine = counts[self.t];
+            let local = m.local + self.t as u64 * m.local_bytes;
+            push_run(out, Span::elems(local, 0, mine, long, AccessKind::Read));
+            let at = next_lo as u64 + before;
+            push_run(
+                out,
+                Span::elems(m.s, at, at + mine, VERT, AccessKind::Write),
+            );
+        }
+        out.push(Op::Barrier);
+        self.cursor = None;
+        self.mine.clear();
+        self.pred_seen.clear();
+        Status::Done
+    }
+
+    /// Backward over level `l` (static split): delta of every predecessor, then BC.
+    fn backward_level(&mut self, bfs: &Bfs, l: usize, out: &mut Vec<Op>) -> Status {
+        let m = self.m;
+        let long = m.long;
+        let (flo, fhi) = (bfs.levels[l], bfs.levels[l + 1]);
+        let (a, b) = static_range((fhi - flo) as u64, self.w.threads, self.t);
+        let (lo, hi) = (flo + a as usize, flo + b as usize);
+        let (mut i, mut k) = self.cursor.unwrap_or_else(|| {
+            push_run(
+                out,
+                Span::elems(m.s, lo as u64, hi as u64, VERT, AccessKind::Read),
+            );
+            (lo, 0)
+        });
+        let g = self.w.graph();
+        let mut visited = 0u64;
+        while i < hi {
+            if out.len() >= CHUNK_OPS {
+                self.cursor = Some((i, k));
+                out.push(compute(visited * CYCLES_PER_EDGE, visited * 12));
+                return Status::More;
+            }
+            let w = bfs.order[i];
+            let wu = w as u64;
+            if k == 0 {
+                for (addr, kind) in [
+                    (m.plist + wu * PLIST_BYTES, AccessKind::Read),
+                    (m.sigma + wu * DOUBLE, AccessKind::Read),
+                    (m.delta + wu * DOUBLE, AccessKind::Read),
+                ] {
+                    out.push(Op::Access { addr, kind });
+                }
+            }
+            let preds = &bfs.preds[w as usize];
+            let end = (k + EDGES_PER_UNIT as usize).min(preds.len());
+            let base = g.in_offsets[w as usize] as u64;
+            push_run(
+                out,
+                Span::elems(
+                    m.p,
+                    base + k as u64,
+                    base + end as u64,
+                    long,
+                    AccessKind::Read,
+                ),
+            );
+            for &p in &preds[k..end] {
+                let pu = p as u64;
+                let lock = m.lock + pu * OMP_LOCK;
+                for (addr, kind) in [
+                    (lock, AccessKind::ReadModifyWrite),
+                    (m.delta + pu * DOUBLE, AccessKind::ReadModifyWrite),
+                    (m.sigma + pu * DOUBLE, AccessKind::Read),
+                    (lock, AccessKind::Write),
+                ] {
+                    out.push(Op::Access { addr, kind });
+                }
+            }
+            visited += (end - k) as u64;
+            if end < preds.len() {
+                k = end;
+            } else {
+                out.push(Op::Access {
+                    addr: m.bc + wu * DOUBLE,
+                    kind: AccessKind::ReadModifyWrite,
+                });
+                k = 0;
+                i += 1;
+            }
+        }
+        out.push(compute(visited * CYCLES_PER_EDGE, visited * 12));
+        // the `omp for`'s barrier, then the explicit one
+        out.extend([Op::Barrier, Op::Barrier]);
+        self.cursor = None;
+        Status::Done
+    }
+
+    /// The reset of the reached vertices: `schedule(static, N/T)` over the BFS order, so
+    /// thread t takes chunks t, t + T, ... of N/T entries (only the first threads have work
+    /// when the source reached fewer than N vertices).
+    fn reset(&mut self, bfs: &Bfs, out: &mut Vec<Op>) {
+        let m = self.m;
+        let nt = self.w.threads as u64;
+        let count = bfs.order.len() as u64;
+        let chunk = (self.w.vertices() / nt).max(1);
+        let mut c = self.t as u64;
+        while c * chunk < count {
+            let (lo, hi) = (c * chunk, ((c + 1) * chunk).min(count));
+            push_run(out, Span::elems(m.s, lo, hi, VERT, AccessKind::Read));
+            for &w in &bfs.order[lo as usize..hi as usize] {
+                let wu = w as u64;
+                for addr in [
+                    m.d + wu * m.long,
+                    m.delta + wu * DOUBLE,
+                    m.plist + wu * PLIST_BYTES,
+                ] {
+                    out.push(Op::Access {
+                        addr,
+                        kind: AccessKind::Write,
+                    });
+                }
+            }
+            out.push(compute((hi - lo) * 4, (hi - lo) * 8));
+            c += nt;
+        }
+        out.extend([Op::Barrier, Op::Barrier]);
+    }
+
+    /// Per thread: vertices of level l+1 first reached from the vertices it expanded in level l.
     fn discovered(&self, bfs: &Bfs, l: usize) -> Vec<u64> {
-        let nt = self.w.threads;
-        let flo = bfs.levels[l];
-        let len = (bfs.levels[l + 1] - flo) as u64;
-        let bounds: Vec<u64> = (0..nt).map(|t| static_range(len, nt, t).1).collect();
+        let mut counts = vec![0u64; self.w.threads];
         let (nlo, nhi) = (bfs.levels[l + 1], bfs.levels[l + 2]);
-        let mut counts = vec![0u64; nt];
         for &w in &bfs.order[nlo..nhi] {
             let p = bfs.preds[w as usize][0];
-            let idx = bfs.pos[p as usize] as u64 - flo as u64;
-            counts[bounds.partition_point(|&b| b <= idx)] += 1;
+            counts[bfs.owner[bfs.pos[p as usize] as usize] as usize] += 1;
         }
         counts
     }

@@ -1125,7 +1125,7 @@ fn ssca2_builds_the_csr_and_runs_real_bfs() {
         if dv == u32::MAX {
             continue;
         }
-        for &w in g.out(v) {
+        for w in g.k4_out(v) {
             assert!(b.dist[w as usize] <= dv + 1, "BFS distances are shortest");
         }
     }
@@ -1147,7 +1147,7 @@ fn ssca2_builds_the_csr_and_runs_real_bfs() {
             } = op
             {
                 if (end_v.start..end_v.start + end_v.bytes).contains(&addr) {
-                    slots.push((addr - end_v.start) / 8);
+                    slots.push((addr - end_v.start) / 4);
                 }
             }
         }
@@ -1194,6 +1194,106 @@ fn ssca2_builds_the_csr_and_runs_real_bfs() {
         "one delta update per predecessor edge of every level below the source"
     );
     let (_, _, _) = run_all(spec, threads);
+}
+
+#[test]
+fn ssca2_follows_v2_2_ids_weights_and_schedule() {
+    use numalab_workloads::ssca2::{k4_keeps, Bfs, Graph};
+    let g = Graph::rmat(12, 8 << 12, 3);
+    let n = g.n as usize;
+    // genScalData permutes the ids: R-MAT's hubs are not packed at the start of the id space
+    let mut by_degree: Vec<usize> = (0..n).collect();
+    by_degree.sort_by_key(|&v| std::cmp::Reverse(g.out(v as u32).len()));
+    let low = by_degree[..32].iter().filter(|&&v| v < n / 16).count();
+    assert!(
+        low < 16,
+        "{low} of the 32 largest out-degrees in the first 16th of the ids"
+    );
+    // weights uniform in 1..=N; K4 keeps the ones not divisible by 8
+    assert!(g.weights.iter().all(|&w| (1..=n as u32).contains(&w)));
+    let kept = g.weights.iter().filter(|&&w| k4_keeps(w)).count() as f64 / g.weights.len() as f64;
+    assert!((kept - 7.0 / 8.0).abs() < 0.02, "kept {kept}");
+    // the BFS follows kept edges only: every predecessor edge is a kept one
+    let mut b = Bfs::run(&g, by_degree[0] as u32);
+    for &w in &b.order[1..] {
+        for &v in &b.preds[w as usize] {
+            assert!(g.k4_out(v).any(|x| x == w), "{v} -> {w} is not a kept edge");
+        }
+    }
+    // schedule(dynamic): a big level's edges spread within one vertex's cost of each other
+    let threads = 6;
+    b.schedule_dynamic(&g, threads);
+    let l = (0..b.levels.len() - 1)
+        .max_by_key(|&l| b.levels[l + 1] - b.levels[l])
+        .unwrap();
+    let mut load = vec![0usize; threads];
+    let mut biggest = 0;
+    for i in b.levels[l]..b.levels[l + 1] {
+        let cost = 1 + g.out(b.order[i]).len();
+        load[b.owner[i] as usize] += cost;
+        biggest = biggest.max(cost);
+    }
+    let (lo, hi) = (load.iter().min().unwrap(), load.iter().max().unwrap());
+    assert!(
+        hi - lo <= biggest,
+        "loads {load:?}, largest vertex {biggest}"
+    );
+}
+
+#[test]
+fn ssca2_k4_locks_every_update_and_resets_in_static_chunks() {
+    use numalab_workloads::ssca2::PHASE_K4;
+    let threads = 4;
+    let spec = "ssca2:log2_vertices=10,sources=1";
+    let (_, space, mut specs) = build(spec, threads);
+    let lock = space.by_name("ssca2.vLock").unwrap();
+    let d = space.by_name("ssca2.d").unwrap();
+    let w = numalab_workloads::ssca2::Ssca2::from_params(
+        &params("ssca2", numalab_workloads::ssca2::KEYS, spec),
+        threads,
+    )
+    .unwrap();
+    let reached = w.bfs(0).order.len() as u64;
+    let chunk = 1024 / threads as u64;
+    for (t, s) in specs.iter_mut().enumerate() {
+        let ops = phase_ops(&drain(s), PHASE_K4);
+        let in_lock = |a: u64| (lock.start..lock.start + lock.bytes).contains(&a);
+        // omp_test_lock / omp_set_lock (an atomic) then omp_unset_lock (a store), in pairs
+        let (mut taken, mut released) = (0, 0);
+        for op in &ops {
+            match op {
+                Op::Access {
+                    addr,
+                    kind: AccessKind::ReadModifyWrite,
+                } if in_lock(*addr) => taken += 1,
+                Op::Access {
+                    addr,
+                    kind: AccessKind::Write,
+                } if in_lock(*addr) => released += 1,
+                _ => {}
+            }
+        }
+        assert!(taken > 0, "thread {t} took no lock");
+        assert_eq!(released, taken, "thread {t}: every lock taken is released");
+        // the reset after the source, between the backward sweep's last barrier and its own
+        // two: d written for the vertices of this thread's chunks of the BFS order
+        // (schedule(static, N/T)), none for a thread whose chunk starts past the reached ones
+        let bars: Vec<usize> = (0..ops.len())
+            .filter(|&i| matches!(ops[i], Op::Barrier))
+            .collect();
+        let reset = &ops[bars[bars.len() - 3]..bars[bars.len() - 2]];
+        let d_writes = reset
+            .iter()
+            .filter(|op| {
+                matches!(op, Op::Access { addr, kind: AccessKind::Write }
+                    if (d.start..d.start + d.bytes).contains(addr))
+            })
+            .count() as u64;
+        let mine = reached
+            .min((t as u64 + 1) * chunk)
+            .saturating_sub(t as u64 * chunk);
+        assert_eq!(d_writes, mine, "thread {t}: reached {reached}");
+    }
 }
 
 // --- SPECjbb-like ------------------------------------------------------------------------------
