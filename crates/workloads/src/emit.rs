@@ -66,6 +66,18 @@ impl Span {
     pub fn elems(base: u64, lo: u64, hi: u64, elem_bytes: u64, kind: AccessKind) -> Span {
         Span::covering(base, lo * elem_bytes, hi * elem_bytes, kind)
     }
+
+    /// Appends one `Op::Run` over the span's lines (nothing for an empty span).
+    pub fn push_run(self, out: &mut Vec<Op>) {
+        if self.lines > 0 {
+            out.push(Op::Run {
+                base: self.addr,
+                lines: self.lines as u32,
+                stride_bytes: LINE_BYTES as u16,
+                kind: self.kind,
+            });
+        }
+    }
 }
 
 /// What a generator did in one call.

@@ -538,14 +538,7 @@ impl Worker {
             cards * (g + 1) / nt,
             AccessKind::Read,
         );
-        if sp.lines > 0 {
-            out.push(Op::Run {
-                base: sp.addr,
-                lines: sp.lines as u32,
-                stride_bytes: 64,
-                kind: sp.kind,
-            });
-        }
+        sp.push_run(out);
         let eden_lines = self.j.eden / 64;
         let (lo, hi) = (eden_lines * g / nt, eden_lines * (g + 1) / nt);
         let live = ((hi - lo) as f64 * SURVIVAL) as u64;

@@ -769,15 +769,7 @@ impl UaRun {
                 let lelt = self.ua.class.lelt;
                 let (lo, hi) = (lmor * e / lelt, lmor * (e + 1) / lelt);
                 for a in m.mortar {
-                    let sp = Span::elems(a, lo, hi, 8, Wr);
-                    if sp.lines > 0 {
-                        out.push(Op::Run {
-                            base: sp.addr,
-                            lines: sp.lines as u32,
-                            stride_bytes: 64,
-                            kind: Wr,
-                        });
-                    }
+                    Span::elems(a, lo, hi, 8, Wr).push_run(out);
                 }
                 out.push(compute(2000, 3000));
             }

@@ -565,10 +565,7 @@ impl Gen for Relabel {
             }
             let (lo, hi) = (self.pos, (self.pos + EDGES_PER_UNIT).min(self.hi));
             for a in [m.start, m.end] {
-                push_run(
-                    out,
-                    Span::elems(a, lo, hi, VERT, AccessKind::ReadModifyWrite),
-                );
+                Span::elems(a, lo, hi, VERT, AccessKind::ReadModifyWrite).push_run(out);
             }
             for i in lo..hi {
                 for v in [g.start[i as usize], g.end[i as usize]] {
@@ -582,18 +579,6 @@ impl Gen for Relabel {
             self.pos = hi;
         }
         Status::Done
-    }
-}
-
-/// One `Op::Run` over a span's lines (nothing for an empty span).
-fn push_run(out: &mut Vec<Op>, sp: Span) {
-    if sp.lines > 0 {
-        out.push(Op::Run {
-            base: sp.addr,
-            lines: sp.lines as u32,
-            stride_bytes: 64,
-            kind: sp.kind,
-        });
     }
 }
 
@@ -626,14 +611,14 @@ impl Gen for K1 {
                 return Status::More;
             }
             let (lo, hi) = (self.pos, (self.pos + EDGES_PER_UNIT).min(self.hi));
-            push_run(out, Span::elems(m.start, lo, hi, VERT, AccessKind::Read));
+            Span::elems(m.start, lo, hi, VERT, AccessKind::Read).push_run(out);
             if self.scatter {
                 for a in [m.end, m.wtup] {
-                    push_run(out, Span::elems(a, lo, hi, VERT, AccessKind::Read));
+                    Span::elems(a, lo, hi, VERT, AccessKind::Read).push_run(out);
                 }
-                push_run(out, Span::elems(m.pos, lo, hi, long, AccessKind::Read));
+                Span::elems(m.pos, lo, hi, long, AccessKind::Read).push_run(out);
             } else {
-                push_run(out, Span::elems(m.pos, lo, hi, long, AccessKind::Write));
+                Span::elems(m.pos, lo, hi, long, AccessKind::Write).push_run(out);
             }
             for i in lo..hi {
                 let u = g.start[i as usize] as u64;
@@ -804,10 +789,8 @@ impl K4 {
             let deg = g.out(v).len();
             let end = (k + EDGES_PER_UNIT as usize).min(deg);
             for a in [m.weight, m.end_v] {
-                push_run(
-                    out,
-                    Span::elems(a, off + k as u64, off + end as u64, VERT, AccessKind::Read),
-                );
+                Span::elems(a, off + k as u64, off + end as u64, VERT, AccessKind::Read)
+                    .push_run(out);
             }
             for j in off as usize + k..off as usize + end {
                 let w = g.targets[j];
@@ -881,12 +864,9 @@ impl K4 {
             let before: u64 = counts[..self.t].iter().sum();
             let mine = counts[self.t];
             let local = m.local + self.t as u64 * m.local_bytes;
-            push_run(out, Span::elems(local, 0, mine, long, AccessKind::Read));
+            Span::elems(local, 0, mine, long, AccessKind::Read).push_run(out);
             let at = next_lo as u64 + before;
-            push_run(
-                out,
-                Span::elems(m.s, at, at + mine, VERT, AccessKind::Write),
-            );
+            Span::elems(m.s, at, at + mine, VERT, AccessKind::Write).push_run(out);
         }
         out.push(Op::Barrier);
         self.cursor = None;
@@ -903,10 +883,7 @@ impl K4 {
         let (a, b) = static_range((fhi - flo) as u64, self.w.threads, self.t);
         let (lo, hi) = (flo + a as usize, flo + b as usize);
         let (mut i, mut k) = self.cursor.unwrap_or_else(|| {
-            push_run(
-                out,
-                Span::elems(m.s, lo as u64, hi as u64, VERT, AccessKind::Read),
-            );
+            Span::elems(m.s, lo as u64, hi as u64, VERT, AccessKind::Read).push_run(out);
             (lo, 0)
         });
         let g = self.w.graph();
@@ -931,16 +908,14 @@ impl K4 {
             let preds = &bfs.preds[w as usize];
             let end = (k + EDGES_PER_UNIT as usize).min(preds.len());
             let base = g.in_offsets[w as usize] as u64;
-            push_run(
-                out,
-                Span::elems(
-                    m.p,
-                    base + k as u64,
-                    base + end as u64,
-                    long,
-                    AccessKind::Read,
-                ),
-            );
+            Span::elems(
+                m.p,
+                base + k as u64,
+                base + end as u64,
+                long,
+                AccessKind::Read,
+            )
+            .push_run(out);
             for &p in &preds[k..end] {
                 let pu = p as u64;
                 let lock = m.lock + pu * OMP_LOCK;
@@ -983,7 +958,7 @@ impl K4 {
         let mut c = self.t as u64;
         while c * chunk < count {
             let (lo, hi) = (c * chunk, ((c + 1) * chunk).min(count));
-            push_run(out, Span::elems(m.s, lo, hi, VERT, AccessKind::Read));
+            Span::elems(m.s, lo, hi, VERT, AccessKind::Read).push_run(out);
             for &w in &bfs.order[lo as usize..hi as usize] {
                 let wu = w as u64;
                 for addr in [
