@@ -86,8 +86,8 @@ for t in "${targets[@]}"; do
   if [ "$mode" = smoke ]; then limit="-max_total_time=$secs -seed=1"; else limit="-runs=$runs"; fi
   log="$root/target/fuzz-corpus/$t.log"
   echo "== $t ($dir, $limit)"
-  # -timeout: an input slower than $timeout s (default 10) is a hang, reported like a crash; -rss_limit_mb: a
-  # parser that allocates gigabytes for a few bytes of input is a bug too
+  # -timeout: an input slower than $timeout s (default 10) is a hang, reported like a crash;
+  # -rss_limit_mb: a parser that allocates gigabytes for a few bytes of input is a bug too
   # shellcheck disable=SC2086 # $limit is one or two options
   if (cd "$dir" && cargo +nightly fuzz run "$t" "$work" -- $limit -timeout="$timeout" \
         -rss_limit_mb=2048 -print_final_stats=1) >"$log" 2>&1; then
