@@ -31,7 +31,7 @@ while [ $# -gt 0 ]; do
     --timeout) timeout=${2:?--timeout needs a number of seconds}; shift
       [[ "$timeout" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: --timeout takes whole seconds above 0, not '$timeout'" >&2; exit 2; } ;;
     --list) mode=list ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) targets+=("$1") ;;
   esac
