@@ -32,7 +32,9 @@ pub const PHASE_SEARCH: u16 = 1;
 
 /// Per-cell record: the waymap entry (fill number, distance, parent: 12 B), terrain and
 /// region links; 64 B with alignment, so that 2048² cells make the §5 footprint of
-/// 0.2-0.3 GB (256 MiB) (E).
+/// 0.2-0.3 GB (256 MiB) (E). The real grid search (473.astar's `Way2_.h`) keeps 4 B a cell
+/// (`waymapcellt { w16 fillnum; w16 num; }`) and the terrain in a separate byte array, which
+/// is why this kernel misses more than the program (docs/VALIDATION.md, NT19 checks).
 pub const CELL_BYTES: u64 = 64;
 /// Share of impassable cells (lakes, rivers) (E).
 pub const BLOCKED_PER_MILLE: u64 = 200;
