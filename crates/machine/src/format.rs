@@ -118,6 +118,7 @@ struct CoreRaw {
     rob_entries: Option<u32>,
     store_buffer_entries: Option<u32>,
     private_cache: Option<CacheRaw>,
+    private_cache_cores: Option<u32>,
     private_hit_ns: Option<f64>,
     llc_hit_ns: Option<f64>,
     tlb: Option<TlbRaw>,
@@ -582,6 +583,10 @@ fn resolve(
             rc.private_cache,
             oc.map(|c| &c.private_cache),
         )?,
+        private_cache_cores: rc
+            .private_cache_cores
+            .or(oc.map(|c| c.private_cache_cores))
+            .unwrap_or(1),
         private_hit_ns: pick(
             rc.private_hit_ns,
             oc.map(|c| c.private_hit_ns),
@@ -1012,6 +1017,7 @@ pub(crate) fn to_toml(m: &Machine) -> String {
         "private_cache = {{ bytes = {}, ways = {} }}",
         c.private_cache.bytes, c.private_cache.ways
     );
+    let _ = writeln!(s, "private_cache_cores = {}", c.private_cache_cores);
     let _ = writeln!(s, "private_hit_ns = {}", num(c.private_hit_ns));
     let _ = writeln!(s, "llc_hit_ns = {}", num(c.llc_hit_ns));
     let _ = writeln!(s, "\n[core.tlb]");

@@ -1417,7 +1417,8 @@ impl<'a> Build<'a> {
                 .iter()
                 .find(|c| c.level == 2 && c.bytes > 0 && c.cpuset.contains(&first) && top > 2)?;
             notes.push(
-                "the L2 is shared by several cores: modelled as each core's private cache"
+                "the L2 is shared by several cores: modelled as each core's private cache \
+                 (a machine file can share it: core.private_cache_cores)"
                     .to_string(),
             );
             Some(l2)
@@ -1897,6 +1898,9 @@ impl<'a> Build<'a> {
                 concurrency_lines: d.concurrency_lines,
                 rob_entries: d.rob_entries,
                 store_buffer_entries: d.store_buffer_entries,
+                // a shared L2 (Bulldozer modules) is imported as each core's own, with a
+                // note (`caches`); a machine file can say `private_cache_cores`
+                private_cache_cores: 1,
                 private_cache,
                 private_hit_ns: d.private_hit_ns,
                 llc_hit_ns: d.llc_hit_ns,

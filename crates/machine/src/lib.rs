@@ -143,6 +143,10 @@ fn default_store_buffer_entries() -> u32 {
     DEFAULT_STORE_BUFFER_ENTRIES
 }
 
+fn default_private_cache_cores() -> u32 {
+    1
+}
+
 /// Per-core parameters (all cores of a preset are alike).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CoreParams {
@@ -165,6 +169,12 @@ pub struct CoreParams {
     pub store_buffer_entries: u32,
     /// The private cache filter (the core's L2, or its module's).
     pub private_cache: CacheGeom,
+    /// Cores that share one private cache: 1, or 2 on AMD's Bulldozer family, whose two
+    /// integer cores of a module share its L2 while each keeps its own TLBs, reorder buffer
+    /// and store queue. Consecutive cores of a node share one (docs/model.md, "SMT"). Absent
+    /// in a machine file: 1.
+    #[serde(default = "default_private_cache_cores")]
+    pub private_cache_cores: u32,
     /// Load-to-use latency of a private-cache (L2) hit, ns.
     pub private_hit_ns: f64,
     /// Load-to-use latency of a hit in the node's LLC, ns.
@@ -343,6 +353,27 @@ impl Machine {
             .iter()
             .map(|ld| self.links[ld.link].gbps_per_dir)
             .fold(self.nodes[to.index()].ctrl_peak_gbps, f64::min)
+    }
+
+    /// The private cache of every CPU, as dense indices (the nodes' caches in node order):
+    /// `(cpu id, cache)` for each CPU. `core.private_cache_cores` consecutive cores of a node
+    /// share one (a node's last cache may have fewer); SMT siblings share their core's.
+    pub fn private_caches_of_cpus(&self) -> Vec<(numalab_core::CpuId, usize)> {
+        let share = self.core.private_cache_cores.max(1) as usize;
+        let smt = self.topology.smt.max(1) as usize;
+        let cores = self.cores_of_cpus();
+        let mut out = Vec::with_capacity(cores.len());
+        let (mut at, mut first_core, mut first_cache) = (0, 0, 0);
+        for n in &self.topology.nodes {
+            let node_cores = n.cpus.len().div_ceil(smt);
+            for &(cpu, core) in &cores[at..at + n.cpus.len()] {
+                out.push((cpu, first_cache + (core - first_core) / share));
+            }
+            at += n.cpus.len();
+            first_core += node_cores;
+            first_cache += node_cores.div_ceil(share);
+        }
+        out
     }
 
     /// The physical core of every CPU, as dense indices (the nodes' cores in node order):

@@ -237,9 +237,14 @@ pub fn summary(m: &Machine) -> String {
     );
     let _ = writeln!(
         s,
-        "  private cache    {} {}-way, hit {} ns; LLC hit {} ns",
+        "  private cache    {} {}-way{}, hit {} ns; LLC hit {} ns",
         bytes_h(c.private_cache.bytes),
         c.private_cache.ways,
+        if c.private_cache_cores > 1 {
+            format!(", one per {} cores", c.private_cache_cores)
+        } else {
+            String::new()
+        },
         trim(c.private_hit_ns, 2),
         trim(c.llc_hit_ns, 2)
     );

@@ -271,6 +271,13 @@ pub(crate) fn check(m: &Machine) -> Result<(), Problem> {
         ));
     }
     cache("core.private_cache", &c.private_cache)?;
+    if !(1..=16).contains(&c.private_cache_cores) {
+        return Err(Problem::new(
+            "core.private_cache_cores",
+            format!("{}", c.private_cache_cores),
+            "the cores that share one private cache, 1 to 16 (2 on Bulldozer modules)",
+        ));
+    }
     positive(
         "core.private_hit_ns",
         c.private_hit_ns,

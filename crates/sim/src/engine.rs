@@ -534,7 +534,7 @@ impl Simulator {
                     .expect("resolved CPUs exist")
                     .index();
                 let phase_names = spec.program.phase_names();
-                let spare = cores.fresh();
+                let (spare_tlb, spare_l2) = cores.fresh();
                 Thread {
                     id: i as u32,
                     task: spec.task,
@@ -551,8 +551,8 @@ impl Simulator {
                     pending: None,
                     turn_start: (0, 0),
                     victim_hints: false,
-                    tlb: spare.tlb,
-                    l2: spare.l2,
+                    tlb: spare_tlb,
+                    l2: spare_l2,
                     indep_ns: 0.0,
                     dep_shadow_ns: 0.0,
                     window: Window::default(),
@@ -1036,9 +1036,9 @@ impl Simulator {
 
     fn swap_core_state(&mut self, t: usize) {
         let th = &mut self.threads[t];
-        let core = self.cores.state(th.core);
-        std::mem::swap(&mut th.tlb, &mut core.tlb);
-        std::mem::swap(&mut th.l2, &mut core.l2);
+        let (tlb, l2) = self.cores.state_and_l2(th.core);
+        std::mem::swap(&mut th.tlb, tlb);
+        std::mem::swap(&mut th.l2, l2);
     }
 
     /// Runs thread `t` up to `end`, in the best engine build the host has (`host_isa`) for

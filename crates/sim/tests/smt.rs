@@ -1,6 +1,7 @@
 //! SMT (docs/model.md, "SMT"; issue "Trustworthy simulation II", item 5): the hardware
 //! threads of one core share its private cache, TLBs and miss concurrency, so a second thread
-//! on a memory-bound core adds little; a core whose sibling has finished is whole again.
+//! on a memory-bound core adds little; a core whose sibling has finished is whole again. The
+//! two cores of a Bulldozer module share the L2 and nothing else.
 
 use numalab_core::{AccessKind, CpuId, MapOptions, Op};
 use numalab_sim::{simulate, Pinning, SimConfig, SimResult};
@@ -13,7 +14,12 @@ const MIB: u64 = 1 << 20;
 /// 3 the next). Thread t first touches its own buffer of `bytes`, then (a phase boundary)
 /// reads it `passes[t]` times in Runs of 64 independent lines.
 fn run(cpus: &[u32], bytes: u64, passes: &[u64]) -> SimResult {
-    let m = numalab_machine::preset("xeon-x5650-2n").unwrap();
+    run_on("xeon-x5650-2n", cpus, bytes, passes)
+}
+
+/// As [`run`], on the preset `machine`.
+fn run_on(machine: &str, cpus: &[u32], bytes: u64, passes: &[u64]) -> SimResult {
+    let m = numalab_machine::preset(machine).unwrap();
     let passes = passes.to_vec();
     let w = Script {
         maps: vec![(bytes, MapOptions::default()); cpus.len()],
@@ -91,6 +97,30 @@ fn siblings_share_the_private_cache() {
     let (s, c) = (misses(&siblings), misses(&two_cores));
     eprintln!("private misses: siblings {s}, two cores {c}");
     assert!(s > 5 * c, "siblings {s} misses against two cores {c}");
+}
+
+#[test]
+fn a_bulldozer_module_shares_its_l2_but_not_its_concurrency() {
+    // opteron6272-8n: CPUs 0 and 1 are one module (one 2 MiB L2), 0 and 2 two modules.
+    // 1.25 MiB each fits the L2 alone, not twice.
+    let passes = [200, 200];
+    let module = run_on("opteron6272-8n", &[0, 1], 1280 * KIB, &passes);
+    let two_modules = run_on("opteron6272-8n", &[0, 2], 1280 * KIB, &passes);
+    let misses = |r: &SimResult| r.per_thread.iter().map(|t| t.private_misses).sum::<u64>();
+    let (s, c) = (misses(&module), misses(&two_modules));
+    eprintln!("private misses: one module {s}, two modules {c}");
+    assert!(s > 5 * c, "one module {s} misses against two modules {c}");
+    // beyond every cache the two cores of a module stream as two cores do, not as SMT
+    // siblings splitting one core's concurrency
+    let module = run_on("opteron6272-8n", &[0, 1], 32 * MIB, &[2, 2]);
+    let two_modules = run_on("opteron6272-8n", &[0, 2], 32 * MIB, &[2, 2]);
+    let slowest = |r: &SimResult| thread_ns(r, 0).max(thread_ns(r, 1));
+    let (s, c) = (slowest(&module), slowest(&two_modules));
+    eprintln!("streaming: one module {s:.0} ns, two modules {c:.0} ns");
+    assert!(
+        s < 1.1 * c,
+        "one module {s:.0} ns against two modules {c:.0} ns"
+    );
 }
 
 #[test]
