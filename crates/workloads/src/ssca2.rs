@@ -511,8 +511,10 @@ impl Workload for Ssca2 {
         let o = MapOptions::default;
         let (n, e) = (self.vertices(), self.edges());
         let long = self.long_bytes();
-        // myS: 2N/T LONG_T entries per thread, doubled whenever full, so room for N here
-        let local_bytes = (n * long).div_ceil(4096) * 4096;
+        // myS: 2N/T LONG_T entries per thread, as v2.2 allocates it; it doubles a stack that
+        // fills up, which a level almost never does (its share of a frontier is far below
+        // 2N/T), so here a fuller one wraps around instead
+        let local_bytes = ((2 * n / self.threads as u64).max(1) * long).div_ceil(4096) * 4096;
         let mut map = |name: &str, bytes: u64| mem.mmap(task, name, bytes, o());
         let m = Maps {
             start: map("ssca2.start", e * VERT),
@@ -817,7 +819,9 @@ impl K4 {
                 });
                 if first {
                     out.push(Op::Access {
-                        addr: m.local + self.t as u64 * m.local_bytes + queued * long,
+                        addr: m.local
+                            + self.t as u64 * m.local_bytes
+                            + (queued * long) % m.local_bytes,
                         kind: AccessKind::Write,
                     });
                     queued += 1;
@@ -864,7 +868,8 @@ impl K4 {
             let before: u64 = counts[..self.t].iter().sum();
             let mine = counts[self.t];
             let local = m.local + self.t as u64 * m.local_bytes;
-            Span::elems(local, 0, mine, long, AccessKind::Read).push_run(out);
+            let stacked = mine.min(m.local_bytes / long);
+            Span::elems(local, 0, stacked, long, AccessKind::Read).push_run(out);
             let at = next_lo as u64 + before;
             Span::elems(m.s, at, at + mine, VERT, AccessKind::Write).push_run(out);
         }
