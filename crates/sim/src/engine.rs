@@ -534,7 +534,7 @@ impl Simulator {
                     .expect("resolved CPUs exist")
                     .index();
                 let phase_names = spec.program.phase_names();
-                let (spare_tlb, spare_l2) = cores.fresh();
+
                 Thread {
                     id: i as u32,
                     task: spec.task,
@@ -551,8 +551,8 @@ impl Simulator {
                     pending: None,
                     turn_start: (0, 0),
                     victim_hints: false,
-                    tlb: spare_tlb,
-                    l2: spare_l2,
+                    tlb: cores.fresh_tlb(),
+                    l2: cores.fresh_l2(),
                     indep_ns: 0.0,
                     dep_shadow_ns: 0.0,
                     window: Window::default(),

@@ -395,12 +395,7 @@ impl Ssca2 {
             verts,
         );
         s.barrier();
-        s.gen(Relabel {
-            w: self.clone(),
-            m,
-            pos: elo,
-            hi: ehi,
-        });
+        s.gen(EdgePass::new(self, m, Pass::Relabel, (elo, ehi)));
         s.barrier();
         s.streams(
             &[Span::elems(m.wtup, elo, ehi, VERT, AccessKind::Write)],
@@ -422,14 +417,7 @@ impl Ssca2 {
             verts,
         );
         s.barrier();
-        s.gen(K1 {
-            w: self.clone(),
-            m,
-            pos: elo,
-            hi: ehi,
-            scatter: false,
-            seen: Vec::new(),
-        });
+        s.gen(EdgePass::new(self, m, Pass::Count, (elo, ehi)));
         s.barrier();
         // prefix_sums(degree, numEdges): own block's sum, then (after the block totals) the
         // block's offsets
@@ -448,14 +436,7 @@ impl Ssca2 {
             verts,
         );
         s.barrier();
-        s.gen(K1 {
-            w: self.clone(),
-            m,
-            pos: elo,
-            hi: ehi,
-            scatter: true,
-            seen: Vec::new(),
-        });
+        s.gen(EdgePass::new(self, m, Pass::Scatter, (elo, ehi)));
         s.barrier();
         s.phase(PHASE_K2);
         s.streams(
@@ -548,110 +529,112 @@ impl Workload for Ssca2 {
     }
 }
 
-/// Relabelling the tuples through the vertex permutation, over a thread's block of tuples:
-/// `src[i] = permV[src[i]]; dest[i] = permV[dest[i]]`.
-struct Relabel {
-    w: Ssca2,
-    m: Maps,
-    pos: u64,
-    hi: u64,
+/// The loops of v2.2 over a thread's static block of tuples.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Pass {
+    /// Generation's relabelling: `src[i] = permV[src[i]]; dest[i] = permV[dest[i]]`.
+    Relabel,
+    /// K1's count: `pos[i] = degree[u]++` under u's lock.
+    Count,
+    /// K1's scatter: each edge to `endV` / `weight` at `numEdges[u] + pos[i]`.
+    Scatter,
 }
 
-impl Gen for Relabel {
-    fn emit(&mut self, out: &mut Vec<Op>) -> Status {
-        let g = self.w.graph();
-        let m = self.m;
-        while self.pos < self.hi {
-            if out.len() >= CHUNK_OPS {
-                return Status::More;
-            }
-            let (lo, hi) = (self.pos, (self.pos + EDGES_PER_UNIT).min(self.hi));
-            for a in [m.start, m.end] {
-                Span::elems(a, lo, hi, VERT, AccessKind::ReadModifyWrite).push_run(out);
-            }
-            for i in lo..hi {
-                for v in [g.start[i as usize], g.end[i as usize]] {
-                    out.push(Op::Access {
-                        addr: m.perm_v + g.rmat_id[v as usize] as u64 * VERT,
-                        kind: AccessKind::Read,
-                    });
-                }
-            }
-            out.push(compute((hi - lo) * 4, (hi - lo) * 8));
-            self.pos = hi;
-        }
-        Status::Done
-    }
-}
-
-/// K1's count pass (`pos[i] = degree[u]++` under u's lock) or scatter pass (each edge to
-/// `endV` / `weight` at `numEdges[u] + pos[i]`) over a thread's block of tuples.
-struct K1 {
+/// One [`Pass`] over a thread's block of tuples, [`EDGES_PER_UNIT`] at a time.
+struct EdgePass {
     w: Ssca2,
     m: Maps,
+    pass: Pass,
     pos: u64,
     hi: u64,
-    scatter: bool,
     /// Scatter: per vertex, slots taken so far by this thread's earlier edges (lazily sized).
     seen: Vec<u32>,
 }
 
-impl Gen for K1 {
+impl EdgePass {
+    fn new(w: &Ssca2, m: Maps, pass: Pass, (pos, hi): (u64, u64)) -> EdgePass {
+        EdgePass {
+            w: w.clone(),
+            m,
+            pass,
+            pos,
+            hi,
+            seen: Vec::new(),
+        }
+    }
+
+    fn relabel(&self, g: &Graph, lo: u64, hi: u64, out: &mut Vec<Op>) {
+        let m = self.m;
+        for a in [m.start, m.end] {
+            Span::elems(a, lo, hi, VERT, AccessKind::ReadModifyWrite).push_run(out);
+        }
+        for i in lo..hi {
+            for v in [g.start[i as usize], g.end[i as usize]] {
+                out.push(Op::Access {
+                    addr: m.perm_v + g.rmat_id[v as usize] as u64 * VERT,
+                    kind: AccessKind::Read,
+                });
+            }
+        }
+    }
+
+    fn count(&self, g: &Graph, lo: u64, hi: u64, out: &mut Vec<Op>) {
+        let (m, long) = (self.m, self.m.long);
+        Span::elems(m.start, lo, hi, VERT, AccessKind::Read).push_run(out);
+        Span::elems(m.pos, lo, hi, long, AccessKind::Write).push_run(out);
+        for i in lo..hi {
+            let u = g.start[i as usize] as u64;
+            let lock = m.k1_lock + u * OMP_LOCK;
+            for (addr, kind) in [
+                (lock, AccessKind::ReadModifyWrite),
+                (m.degree + u * long, AccessKind::ReadModifyWrite),
+                (lock, AccessKind::Write),
+            ] {
+                out.push(Op::Access { addr, kind });
+            }
+        }
+    }
+
+    fn scatter(&mut self, g: &Graph, lo: u64, hi: u64, out: &mut Vec<Op>) {
+        let (m, long) = (self.m, self.m.long);
+        for a in [m.start, m.end, m.wtup] {
+            Span::elems(a, lo, hi, VERT, AccessKind::Read).push_run(out);
+        }
+        Span::elems(m.pos, lo, hi, long, AccessKind::Read).push_run(out);
+        for i in lo..hi {
+            let u = g.start[i as usize] as u64;
+            let slot = g.offsets[u as usize] as u64 + self.seen[u as usize] as u64;
+            self.seen[u as usize] += 1;
+            for (addr, kind) in [
+                (m.num_edges + u * long, AccessKind::Read),
+                (m.end_v + slot * VERT, AccessKind::Write),
+                (m.weight + slot * VERT, AccessKind::Write),
+            ] {
+                out.push(Op::Access { addr, kind });
+            }
+        }
+    }
+}
+
+impl Gen for EdgePass {
     fn emit(&mut self, out: &mut Vec<Op>) -> Status {
         let g = self.w.graph();
-        if self.scatter && self.seen.is_empty() {
+        if self.pass == Pass::Scatter && self.seen.is_empty() {
             // slots before this block: edges of each vertex in earlier blocks (index order)
             self.seen = vec![0; g.n as usize];
             for &u in &g.start[..self.pos as usize] {
                 self.seen[u as usize] += 1;
             }
         }
-        let m = self.m;
-        let long = m.long;
         while self.pos < self.hi {
             if out.len() >= CHUNK_OPS {
                 return Status::More;
             }
             let (lo, hi) = (self.pos, (self.pos + EDGES_PER_UNIT).min(self.hi));
-            Span::elems(m.start, lo, hi, VERT, AccessKind::Read).push_run(out);
-            if self.scatter {
-                for a in [m.end, m.wtup] {
-                    Span::elems(a, lo, hi, VERT, AccessKind::Read).push_run(out);
-                }
-                Span::elems(m.pos, lo, hi, long, AccessKind::Read).push_run(out);
-            } else {
-                Span::elems(m.pos, lo, hi, long, AccessKind::Write).push_run(out);
-            }
-            for i in lo..hi {
-                let u = g.start[i as usize] as u64;
-                if !self.scatter {
-                    let lock = m.k1_lock + u * OMP_LOCK;
-                    out.push(Op::Access {
-                        addr: lock,
-                        kind: AccessKind::ReadModifyWrite,
-                    });
-                    out.push(Op::Access {
-                        addr: m.degree + u * long,
-                        kind: AccessKind::ReadModifyWrite,
-                    });
-                    out.push(Op::Access {
-                        addr: lock,
-                        kind: AccessKind::Write,
-                    });
-                    continue;
-                }
-                let slot = g.offsets[u as usize] as u64 + self.seen[u as usize] as u64;
-                self.seen[u as usize] += 1;
-                out.push(Op::Access {
-                    addr: m.num_edges + u * long,
-                    kind: AccessKind::Read,
-                });
-                for a in [m.end_v, m.weight] {
-                    out.push(Op::Access {
-                        addr: a + slot * VERT,
-                        kind: AccessKind::Write,
-                    });
-                }
+            match self.pass {
+                Pass::Relabel => self.relabel(&g, lo, hi, out),
+                Pass::Count => self.count(&g, lo, hi, out),
+                Pass::Scatter => self.scatter(&g, lo, hi, out),
             }
             out.push(compute((hi - lo) * 4, (hi - lo) * 8));
             self.pos = hi;

@@ -72,13 +72,15 @@ impl Cores {
         }
     }
 
-    /// A fresh, empty TLB and private cache of this machine's cores (a thread's own, which it
-    /// holds between turns in place of its core's).
-    pub(crate) fn fresh(&self) -> (Tlb, PrivateCache) {
-        (
-            Tlb::new(&self.tlb),
-            PrivateCache::new(self.l2.bytes, self.l2.ways, self.host_isa),
-        )
+    /// A fresh, empty TLB of this machine's cores (also a thread's own, which it holds
+    /// between turns in place of its core's).
+    pub(crate) fn fresh_tlb(&self) -> Tlb {
+        Tlb::new(&self.tlb)
+    }
+
+    /// A fresh, empty private cache of this machine's cores (also a thread's own).
+    pub(crate) fn fresh_l2(&self) -> PrivateCache {
+        PrivateCache::new(self.l2.bytes, self.l2.ways, self.host_isa)
     }
 
     /// The slot of the core `cpu` belongs to, made (with an empty state) the first time.
@@ -91,13 +93,12 @@ impl Cores {
             let cache = self.cache_of_core[core] as usize;
             if self.l2_slot[cache] == NONE {
                 self.l2_slot[cache] = self.l2s.len() as u32;
-                let (_, l2) = self.fresh();
+                let l2 = self.fresh_l2();
                 self.l2s.push(l2);
             }
             self.slot[core] = self.states.len() as u32;
-            let (tlb, _) = self.fresh();
             self.states.push(CoreState {
-                tlb,
+                tlb: self.fresh_tlb(),
                 l2_slot: self.l2_slot[cache] as usize,
             });
         }
