@@ -550,6 +550,26 @@ impl PerfReader {
                 "the file is empty (0 bytes): perf record wrote nothing to it",
             ));
         }
+        // shorter than perf's file header: nothing to read, and the parser would only say
+        // that a read came up short
+        if file_len < HEADER_BYTES as u64 {
+            let magic = {
+                let mut m = [0u8; 8];
+                let mut f = open()?;
+                f.read_exact(&mut m).ok().map(|_| m)
+            };
+            let what = if matches!(magic, Some(m) if &m == b"PERFILE2" || &m == b"2ELIFREP") {
+                "a perf.data file cut short inside its header"
+            } else {
+                "not a perf.data file (no PERFILE2 magic)"
+            };
+            return Err(Error::new(
+                &path,
+                format!(
+                    "{what}: {file_len} bytes, less than the {HEADER_BYTES}-byte perf.data header"
+                ),
+            ));
+        }
         if let Some(why) = implausible_feature_section(&mut open()?, file_len) {
             return Err(Error::new(
                 &path,

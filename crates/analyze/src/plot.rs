@@ -11,10 +11,14 @@
 //! per-region counters (as the analysis does), and a reservoir of at most
 //! [`PlotOptions::max_points`] points.
 //!
-//! Text: plotters' bitmap backend needs a font engine (and fonts) to draw text, which this
-//! crate does not build (`default-features = false`, no `ttf`/`ab_glyph`). PNG plots therefore
-//! carry no text at all; SVG plots carry a title, a legend and axis ranges as `<text>`
-//! elements (the viewer supplies the font).
+//! Text: both formats carry a title, axis names with units, tick labels and a colour key that
+//! says what the colours mean. The font (DejaVu Sans, `fonts/`) is embedded and drawn through
+//! plotters' `ab_glyph` engine, so a PNG has its text on a machine with no font installed.
+//! With fewer than [`FEW_SAMPLES`] samples in the picture, its title says so, and
+//! `node_traffic`'s automatic bins widen until they hold about ten samples each.
+//!
+//! A picture is drawn in memory and written whole (a temporary file renamed into place): a
+//! failure leaves no partial file and an existing one as it was.
 
 use crate::error::Error;
 use crate::record::SampleSource;
@@ -133,21 +137,37 @@ fn output_format(out: &Path) -> Result<Format, Error> {
     }
 }
 
-/// Checks the output before reading the source: known extension, creatable file, sane size.
+/// Checks the output before reading the source: known extension, a folder to write it in,
+/// sane size. Nothing is created until the picture is complete.
 fn check_output(out: &Path, opts: &PlotOptions) -> Result<Format, Error> {
     let f = output_format(out)?;
-    if opts.width < 16 || opts.height < 16 {
+    if opts.width < 160 || opts.height < 120 {
         return Err(Error::new(
             out,
             format!(
-                "plot size {}x{} too small (16x16 at least)",
+                "plot size {}x{} too small for its labels (160x120 at least)",
                 opts.width, opts.height
             ),
         ));
     }
-    std::fs::File::create(out).map_err(|e| Error::new(out, format!("cannot create: {e}")))?;
+    let dir = out
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(Error::new(
+            out,
+            format!("cannot create: folder {} does not exist", dir.display()),
+        ));
+    }
+    if out.is_dir() {
+        return Err(Error::new(out, "cannot create: it is a folder"));
+    }
     Ok(f)
 }
+
+/// Below this many samples in a picture its title says they are too few to read much into.
+pub const FEW_SAMPLES: u64 = 100;
 
 fn rgb(c: (u8, u8, u8)) -> RGBColor {
     RGBColor(c.0, c.1, c.2)
@@ -159,11 +179,99 @@ type Rect = ((f64, f64), (f64, f64), Rgb);
 /// Per distinct page: (page start, samples, samples per accessing node).
 type PageCounts = (u64, u64, Vec<(Option<u16>, u64)>);
 
+/// How an axis labels its ticks.
+#[derive(Clone, Debug)]
+enum Axis {
+    /// Nanoseconds shown in the unit that suits the span (ns, µs, ms or s).
+    Time,
+    /// Byte addresses, in hex.
+    Address,
+    /// Counts.
+    Count,
+    /// Bar positions 1, 2, ... (page ranks).
+    Rank,
+    /// Stacked 2 MiB bands: the tick at band k's lower edge shows its region's start.
+    Bands(Vec<u64>),
+}
+
+/// A time unit for a span of `span_ns`: (divisor, name).
+fn time_unit(span_ns: f64) -> (f64, &'static str) {
+    match span_ns {
+        s if s >= 1e10 => (1e9, "s"),
+        s if s >= 1e7 => (1e6, "ms"),
+        s if s >= 1e4 => (1e3, "µs"),
+        _ => (1.0, "ns"),
+    }
+}
+
+impl Axis {
+    /// The axis name with its unit, for a range `r`.
+    fn name(&self, what: &str, r: (f64, f64)) -> String {
+        match self {
+            Axis::Time => format!("{what} ({})", time_unit(r.1 - r.0).1),
+            _ => what.to_string(),
+        }
+    }
+
+    fn tick(&self, v: f64, r: (f64, f64)) -> String {
+        match self {
+            Axis::Time => {
+                let (div, _) = time_unit(r.1 - r.0);
+                // enough decimals to tell neighbouring ticks (about 8 over the span) apart
+                let step = (r.1 - r.0) / div / 8.0;
+                let decimals = (-step.log10().floor()).clamp(0.0, 6.0) as usize;
+                format!("{:.decimals$}", v / div)
+            }
+            Axis::Address => format!("{:#x}", v.max(0.0) as u64),
+            Axis::Count => {
+                if (v - v.round()).abs() < 1e-9 {
+                    format!("{v:.0}")
+                } else {
+                    format!("{v:.1}")
+                }
+            }
+            Axis::Rank => {
+                if (v - v.round()).abs() < 1e-9 && v >= 1.0 {
+                    format!("{v:.0}")
+                } else {
+                    String::new()
+                }
+            }
+            Axis::Bands(starts) => {
+                let k = v.round();
+                if (v - k).abs() < 1e-9 && k >= 0.0 && (k as usize) < starts.len() {
+                    format!("{:#x}", starts[k as usize])
+                } else {
+                    String::new()
+                }
+            }
+        }
+    }
+
+    /// Tick count asked of plotters.
+    fn ticks(&self) -> usize {
+        match self {
+            Axis::Bands(starts) => starts.len() + 1,
+            _ => 8,
+        }
+    }
+
+    /// Pixels the tick labels need beside a vertical axis.
+    fn label_px(&self) -> u32 {
+        match self {
+            Axis::Address | Axis::Bands(_) => 110,
+            _ => 60,
+        }
+    }
+}
+
 /// A plot in data coordinates, painted on either backend.
 struct Scene {
     title: String,
     x: (f64, f64),
     y: (f64, f64),
+    x_axis: Axis,
+    y_axis: Axis,
     /// Filled rectangles in data coordinates.
     rects: Vec<Rect>,
     /// Points: small squares of `point_px` pixels.
@@ -173,6 +281,8 @@ struct Scene {
     lines: Vec<Line>,
     /// Light separators (horizontal lines at these y).
     separators: Vec<f64>,
+    /// What the colours stand for, said before the key's swatches.
+    colour_meaning: String,
     legend: Vec<(String, (u8, u8, u8))>,
     x_label: String,
     y_label: String,
@@ -188,24 +298,60 @@ fn fix_range(r: (f64, f64)) -> (f64, f64) {
     }
 }
 
+/// The embedded font, registered with plotters once per process.
+fn register_font() {
+    static FONT: std::sync::Once = std::sync::Once::new();
+    FONT.call_once(|| {
+        let bytes: &'static [u8] = include_bytes!("../fonts/DejaVuSans.ttf");
+        // the font is part of the build and known good: a failure here is a broken build
+        plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
+            .unwrap_or_else(|_| panic!("the embedded DejaVu Sans does not load"));
+    });
+}
+
+/// A title noting that `selected` samples are too few, when they are.
+fn few_note(selected: u64) -> String {
+    if selected < FEW_SAMPLES {
+        format!(" (only {selected} samples: too few to read much into)")
+    } else {
+        String::new()
+    }
+}
+
 fn paint<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     s: &Scene,
-    text: bool,
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     root.fill(&WHITE)?;
-    let (w, h) = root.dim_in_pixel();
-    let (top, left, bottom, right) = if text { (30, 10, 40, 10) } else { (8, 8, 8, 8) };
+    let (_, h) = root.dim_in_pixel();
+    let key_px = 26;
+    let (main, key) = root.split_vertically(h.saturating_sub(key_px));
     let (x0, x1) = fix_range(s.x);
     let (y0, y1) = fix_range(s.y);
-    let mut chart = ChartBuilder::on(&root)
-        .margin_top(top)
-        .margin_left(left)
-        .margin_bottom(bottom)
-        .margin_right(right)
+    let mut chart = ChartBuilder::on(&main)
+        .caption(&s.title, ("sans-serif", 15))
+        .margin(8)
+        .margin_right(20)
+        .x_label_area_size(44)
+        .y_label_area_size(s.y_axis.label_px())
         .build_cartesian_2d(x0..x1, y0..y1)?;
-    // Frame and separators, without labels (no font engine needed).
-    let grey = RGBColor(0xc8, 0xc8, 0xc8);
+    let x_tick = |v: &f64| s.x_axis.tick(*v, (x0, x1));
+    let y_tick = |v: &f64| s.y_axis.tick(*v, (y0, y1));
+    let grid = RGBColor(0xe4, 0xe4, 0xe4);
+    chart
+        .configure_mesh()
+        .x_labels(s.x_axis.ticks())
+        .y_labels(s.y_axis.ticks())
+        .x_label_formatter(&x_tick)
+        .y_label_formatter(&y_tick)
+        .x_desc(s.x_axis.name(&s.x_label, (x0, x1)))
+        .y_desc(s.y_axis.name(&s.y_label, (y0, y1)))
+        .label_style(("sans-serif", 12))
+        .axis_desc_style(("sans-serif", 13))
+        .bold_line_style(grid)
+        .light_line_style(TRANSPARENT)
+        .draw()?;
+    let grey = RGBColor(0xa0, 0xa0, 0xa0);
     for &y in &s.separators {
         chart.draw_series(std::iter::once(PathElement::new(
             vec![(x0, y), (x1, y)],
@@ -227,55 +373,59 @@ fn paint<DB: DrawingBackend>(
             rgb(*c).stroke_width(2),
         )))?;
     }
-    chart.draw_series(std::iter::once(PathElement::new(
-        vec![(x0, y0), (x1, y0), (x1, y1), (x0, y1), (x0, y0)],
-        BLACK,
-    )))?;
-    if text {
-        let style = ("sans-serif", 14).into_font().color(&BLACK);
-        root.draw(&Text::new(s.title.clone(), (10, 8), style.clone()))?;
-        let small = ("sans-serif", 12).into_font().color(&BLACK);
-        let bottom_y = h as i32 - 30;
-        root.draw(&Text::new(
-            format!("{}: {} .. {}", s.x_label, fmt_num(x0), fmt_num(x1)),
-            (10, bottom_y),
-            small.clone(),
+    // the colour key: what colour means, then one swatch per series
+    let font = ("sans-serif", 12).into_font();
+    let small = font.clone().color(&BLACK);
+    let mut x = 10i32;
+    let y = 6i32;
+    let meaning = format!("{}:", s.colour_meaning);
+    key.draw(&Text::new(meaning.clone(), (x, y), small.clone()))?;
+    x += key.estimate_text_size(&meaning, &small)?.0 as i32 + 12;
+    for (name, c) in &s.legend {
+        key.draw(&Rectangle::new(
+            [(x, y + 1), (x + 11, y + 12)],
+            rgb(*c).filled(),
         ))?;
-        root.draw(&Text::new(
-            format!("{}: {} .. {}", s.y_label, fmt_num(y0), fmt_num(y1)),
-            (10, bottom_y + 15),
-            small.clone(),
-        ))?;
-        let mut x = w as i32 / 2;
-        for (name, c) in &s.legend {
-            root.draw(&Rectangle::new(
-                [(x, bottom_y + 2), (x + 10, bottom_y + 12)],
-                rgb(*c).filled(),
-            ))?;
-            root.draw(&Text::new(name.clone(), (x + 14, bottom_y), small.clone()))?;
-            x += 14 + 8 * name.len() as i32 + 12;
-        }
+        key.draw(&Text::new(name.clone(), (x + 15, y), small.clone()))?;
+        x += 15 + key.estimate_text_size(name, &small)?.0 as i32 + 14;
     }
     root.present()
 }
 
-fn fmt_num(v: f64) -> String {
-    if v.abs() >= 1e6 && v.fract() == 0.0 {
-        format!("{:#x}", v as u64)
-    } else {
-        format!("{v:.0}")
-    }
-}
-
+/// Draw `s` in `fmt` and write it to `out` whole, through a temporary file.
 fn render(out: &Path, fmt: Format, opts: &PlotOptions, s: &Scene) -> Result<(), Error> {
-    let size = (opts.width, opts.height);
-    let r = match fmt {
-        Format::Png => paint(BitMapBackend::new(out, size).into_drawing_area(), s, false)
-            .map_err(|e| e.to_string()),
-        Format::Svg => paint(SVGBackend::new(out, size).into_drawing_area(), s, true)
-            .map_err(|e| e.to_string()),
+    register_font();
+    let (w, h) = (opts.width, opts.height);
+    let failed = |e: String| Error::new(out, format!("cannot draw plot: {e}"));
+    let bytes = match fmt {
+        Format::Png => {
+            let mut rgb = vec![0u8; w as usize * h as usize * 3];
+            paint(
+                BitMapBackend::with_buffer(&mut rgb, (w, h)).into_drawing_area(),
+                s,
+            )
+            .map_err(|e| failed(e.to_string()))?;
+            let mut png = Vec::new();
+            let mut enc = png::Encoder::new(&mut png, w, h);
+            enc.set_color(png::ColorType::Rgb);
+            enc.set_depth(png::BitDepth::Eight);
+            enc.write_header()
+                .and_then(|mut wr| wr.write_image_data(&rgb))
+                .map_err(|e| failed(e.to_string()))?;
+            png
+        }
+        Format::Svg => {
+            let mut svg = String::new();
+            paint(
+                SVGBackend::with_string(&mut svg, (w, h)).into_drawing_area(),
+                s,
+            )
+            .map_err(|e| failed(e.to_string()))?;
+            svg.into_bytes()
+        }
     };
-    r.map_err(|e| Error::new(out, format!("cannot draw plot: {e}")))
+    numalab_core::atomic_file::write_atomic(out, &bytes)
+        .map_err(|e| Error::new(out, format!("cannot create: {e}")))
 }
 
 /// A small deterministic generator for reservoir sampling (xorshift64*).
@@ -381,12 +531,13 @@ pub fn access_map(
     }
     let mut points = Vec::new();
     let mut separators = Vec::new();
-    let (y_range, y_label);
+    let (y_range, y_label, y_axis);
     if let Some((lo, hi)) = opts.addr_range {
         sum.selected = res.seen;
         points = res.items;
         y_range = (lo as f64, hi as f64);
         y_label = "address".to_string();
+        y_axis = Axis::Address;
     } else {
         let mut top: Vec<(u64, u64)> = regions.into_iter().collect();
         top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -401,13 +552,8 @@ pub fn access_map(
         }
         separators = (1..top.len()).map(|i| i as f64).collect();
         y_range = (0.0, top.len().max(1) as f64);
-        y_label = format!(
-            "2 MiB regions (bottom up): {}",
-            top.iter()
-                .map(|r| format!("{:#x}", r.0 * MB2))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        y_label = "2 MiB regions, most sampled lowest (tick: region start)".to_string();
+        y_axis = Axis::Bands(top.iter().map(|r| r.0 * MB2).collect());
     }
     let by_range = opts.addr_range.is_some();
     let y_of = |a: u64| -> f64 {
@@ -425,10 +571,11 @@ pub fn access_map(
     // over by another where they overlap.
     let scene = Scene {
         title: format!(
-            "access map: {} of {} samples ({} drawn)",
+            "access map: {} of {} samples ({} drawn){}",
             sum.selected,
             sum.samples,
-            points.len()
+            points.len(),
+            few_note(sum.selected)
         ),
         x: if points.is_empty() {
             (0.0, 1.0)
@@ -436,6 +583,8 @@ pub fn access_map(
             (tmin as f64, tmax as f64)
         },
         y: y_range,
+        x_axis: Axis::Time,
+        y_axis,
         rects: Vec::new(),
         points: points
             .iter()
@@ -444,8 +593,9 @@ pub fn access_map(
         point_px: 2,
         lines: Vec::new(),
         separators,
+        colour_meaning: "colour = node of the CPU that made the access".into(),
         legend: legend(&series),
-        x_label: "time (ns)".into(),
+        x_label: "time".into(),
         y_label,
     };
     sum.drawn = points.len();
@@ -521,6 +671,18 @@ pub fn node_traffic(
             nbins = nbins.max(bin + 1);
         }
     }
+    // automatic bins: widen until they hold about ten samples each, so a short recording
+    // gives a few meaningful bins instead of many of zero or one
+    if opts.bin_ns == 0 {
+        while nbins > 2 && sum.selected < 10 * nbins as u64 {
+            width *= 2;
+            for v in counts.values_mut() {
+                let merged: Vec<u64> = v.chunks(2).map(|c| c.iter().sum()).collect();
+                *v = merged;
+            }
+            nbins = nbins.div_ceil(2);
+        }
+    }
     let series = series_of(counts.keys().copied().collect());
     let o = origin.unwrap_or(0) as f64;
     let ymax = counts
@@ -543,19 +705,28 @@ pub fn node_traffic(
         .collect();
     let scene = Scene {
         title: format!(
-            "DRAM samples per node, {} ns bins ({} of {} samples)",
-            width, sum.selected, sum.samples
+            "DRAM samples per node, bins of {} ({} of {} samples){}",
+            {
+                let (div, unit) = time_unit(width as f64);
+                format!("{} {unit}", width as f64 / div)
+            },
+            sum.selected,
+            sum.samples,
+            few_note(sum.selected)
         ),
         x: (o, o + nbins.max(1) as f64 * width as f64),
         y: (0.0, (ymax.max(1) as f64) * 1.05),
+        x_axis: Axis::Time,
+        y_axis: Axis::Count,
         rects: Vec::new(),
         points: Vec::new(),
         point_px: 1,
         lines,
         separators: Vec::new(),
+        colour_meaning: "line colour = node whose memory served the sample".into(),
         legend: legend(&series),
-        x_label: "time (ns)".into(),
-        y_label: "samples per bin".into(),
+        x_label: "time".into(),
+        y_label: "DRAM samples per bin".into(),
     };
     sum.drawn = nbins;
     sum.series = series;
@@ -615,9 +786,10 @@ pub fn page_heat(
         let mut y = 0u64;
         for &(n, c) in v.iter() {
             nodes.push(n);
+            // rank i + 1 centred on x = i + 1, so the ticks are the ranks
             rects.push((
-                (i as f64 + 0.1, y as f64),
-                (i as f64 + 0.9, (y + c) as f64),
+                (i as f64 + 0.6, y as f64),
+                (i as f64 + 1.4, (y + c) as f64),
                 node_colour(n),
             ));
             y += c;
@@ -627,21 +799,26 @@ pub fn page_heat(
     let ymax = top.first().map_or(1, |t| t.1.max(1));
     let scene = Scene {
         title: format!(
-            "hottest {} pages: {} of {} samples; first {}",
+            "hottest {} pages of {} KiB: {} of {} samples; first {}{}",
             top.len(),
+            unit / 1024,
             sum.selected,
             sum.samples,
-            top.first().map_or(String::new(), |t| format!("{:#x}", t.0))
+            top.first().map_or(String::new(), |t| format!("{:#x}", t.0)),
+            few_note(sum.selected)
         ),
-        x: (0.0, top.len().max(1) as f64),
+        x: (0.5, top.len().max(1) as f64 + 0.5),
         y: (0.0, ymax as f64 * 1.05),
+        x_axis: Axis::Rank,
+        y_axis: Axis::Count,
         rects,
         points: Vec::new(),
         point_px: 1,
         lines: Vec::new(),
         separators: Vec::new(),
+        colour_meaning: "colour = node of the CPU that made the access".into(),
         legend: legend(&series),
-        x_label: "page rank".into(),
+        x_label: "page rank (1 = most sampled)".into(),
         y_label: "samples".into(),
     };
     sum.drawn = top.len();

@@ -73,23 +73,50 @@ fn decode_png(p: &Path) -> (u32, u32, Vec<(u8, u8, u8)>) {
     (info.width, info.height, px)
 }
 
-/// Pixel counts of each node colour 0..8 in the top and bottom halves of the image.
+/// The bottom strip of a picture that holds its colour key (`plot.rs`, `paint`).
+const KEY_PX: u32 = 26;
+
+/// Pixel counts of each node colour 0..8 above the colour key, in the top and bottom halves of
+/// the drawn points (split halfway between the highest and the lowest node-coloured pixel).
 fn node_pixels(w: u32, h: u32, px: &[(u8, u8, u8)]) -> HashMap<u16, (usize, usize)> {
+    let node_of = |p: &(u8, u8, u8)| (0..8u16).find(|&n| *p == node_colour(Some(n)));
+    let rows: Vec<u32> = px
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| (*i as u32 / w) < h - KEY_PX && node_of(p).is_some())
+        .map(|(i, _)| i as u32 / w)
+        .collect();
+    let (lo, hi) = (
+        rows.iter().copied().min().unwrap_or(0),
+        rows.iter().copied().max().unwrap_or(0),
+    );
+    let mid = (lo + hi) / 2;
     let mut m: HashMap<u16, (usize, usize)> = HashMap::new();
     for (i, p) in px.iter().enumerate() {
         let y = i as u32 / w;
-        for n in 0..8u16 {
-            if *p == node_colour(Some(n)) {
-                let e = m.entry(n).or_default();
-                if y < h / 2 {
-                    e.0 += 1
-                } else {
-                    e.1 += 1
-                }
+        if y >= h - KEY_PX {
+            continue;
+        }
+        if let Some(n) = node_of(p) {
+            let e = m.entry(n).or_default();
+            if y < mid {
+                e.0 += 1
+            } else {
+                e.1 += 1
             }
         }
     }
     m
+}
+
+/// Whether the band of rows `rows` holds dark (text) pixels: black or near-black.
+fn has_text(w: u32, px: &[(u8, u8, u8)], rows: std::ops::Range<u32>) -> bool {
+    px.iter()
+        .enumerate()
+        .filter(|(i, _)| rows.contains(&(*i as u32 / w)))
+        .filter(|(_, p)| p.0 < 80 && p.1 < 80 && p.2 < 80)
+        .count()
+        > 50
 }
 
 /// Parses an SVG (well-formed XML with an <svg> root) and returns the node colours used as
@@ -320,4 +347,125 @@ fn bad_outputs_are_named_errors() {
         e.to_string().contains("/nonexistent-numalab-dir/plot.png"),
         "{e}"
     );
+}
+
+#[test]
+fn pictures_carry_their_text_and_say_what_colour_means() {
+    let r = sim();
+    // PNG: the title above the chart, tick labels and axis names below it and the colour key
+    // at the bottom are drawn (dark pixels in each band of rows)
+    let png = tmp("text.png");
+    access_map(&mut source(&r.samples), &png, &opts()).unwrap();
+    let (w, h, px) = decode_png(&png);
+    assert!(has_text(w, &px, 0..28), "a title");
+    assert!(
+        has_text(w, &px, h - 70..h - KEY_PX),
+        "tick labels and the x axis name"
+    );
+    assert!(has_text(w, &px, h - KEY_PX..h), "the colour key");
+
+    // SVG: the same words, readable
+    let svg = tmp("text.svg");
+    access_map(&mut source(&r.samples), &svg, &opts()).unwrap();
+    let (.., text) = svg_colours(&svg);
+    assert!(
+        text.contains("colour = node of the CPU that made the access"),
+        "{text}"
+    );
+    let unit = ["time (ns)", "time (µs)", "time (ms)", "time (s)"]
+        .into_iter()
+        .find(|u| text.contains(u));
+    assert!(unit.is_some(), "a time axis with its unit: {text}");
+    assert!(text.contains("2 MiB regions"), "{text}");
+    // ticks: numbers on the time axis, not hex nanoseconds; region starts in hex
+    let ticks: Vec<&str> = text.lines().filter(|l| l.parse::<f64>().is_ok()).collect();
+    assert!(ticks.len() >= 4, "time ticks: {text}");
+    assert!(
+        text.lines().any(|l| l.starts_with("0x")),
+        "region ticks: {text}"
+    );
+
+    let svg = tmp("text-traffic.svg");
+    node_traffic(&mut source(&r.samples), &svg, &opts()).unwrap();
+    let (.., text) = svg_colours(&svg);
+    assert!(
+        text.contains("line colour = node whose memory served the sample")
+            && text.contains("DRAM samples per bin"),
+        "{text}"
+    );
+    let svg = tmp("text-heat.svg");
+    page_heat(&mut source(&r.samples), &svg, &opts()).unwrap();
+    let (.., text) = svg_colours(&svg);
+    assert!(text.contains("page rank (1 = most sampled)"), "{text}");
+    // ranks as whole-number ticks (plotters picks 5, 10, ... for 32 bars)
+    let ranks = text.lines().filter(|l| l.parse::<u32>().is_ok()).count();
+    assert!(ranks >= 6, "rank and count ticks: {text}");
+}
+
+#[test]
+fn few_samples_are_said_to_be_too_few_and_binned_coarsely() {
+    let r = sim();
+    let few: Vec<AccessSample> = r
+        .samples
+        .iter()
+        .filter(|s| s.source.is_dram())
+        .take(40)
+        .cloned()
+        .collect();
+    assert_eq!(few.len(), 40);
+    for name in ["few-map.svg", "few-traffic.svg", "few-heat.svg"] {
+        let svg = tmp(name);
+        let mut src = source(&few);
+        match name {
+            "few-map.svg" => access_map(&mut src, &svg, &opts()),
+            "few-traffic.svg" => node_traffic(&mut src, &svg, &opts()),
+            _ => page_heat(&mut src, &svg, &opts()),
+        }
+        .unwrap();
+        let (.., text) = svg_colours(&svg);
+        // the page heat's 32 pages hold fewer of them
+        assert!(
+            text.contains(" samples: too few to read much into)") && text.contains("(only "),
+            "{name}: {text}"
+        );
+    }
+    // automatic bins hold about ten samples each: 40 samples make at most 4 bins
+    let o = PlotOptions {
+        bin_ns: 0,
+        ..opts()
+    };
+    let s = node_traffic(&mut source(&few), tmp("few-auto.svg"), &o).unwrap();
+    assert!((2..=4).contains(&s.drawn), "{s:?}");
+    // the whole run's samples are many: no note
+    let svg = tmp("many-traffic.svg");
+    node_traffic(&mut source(&r.samples), &svg, &o).unwrap();
+    let (.., text) = svg_colours(&svg);
+    assert!(!text.contains("too few"), "{text}");
+}
+
+#[test]
+fn a_refused_picture_leaves_the_existing_file_and_no_temporary_one() {
+    let r = sim();
+    let dir = std::env::temp_dir().join(format!("numalab-plot-keep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("keep.png");
+    std::fs::write(&out, b"keep").unwrap();
+    let tiny = PlotOptions {
+        width: 40,
+        height: 30,
+        ..opts()
+    };
+    let e = access_map(&mut source(&r.samples), &out, &tiny).unwrap_err();
+    assert!(e.what.contains("too small"), "{e}");
+    assert_eq!(std::fs::read(&out).unwrap(), b"keep");
+    // a complete picture replaces it, through a temporary file renamed into place
+    access_map(&mut source(&r.samples), &out, &opts()).unwrap();
+    let (w, h, _) = decode_png(&out);
+    assert_eq!((w, h), (640, 400));
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec!["keep.png".to_string()]);
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -28,7 +28,7 @@ pub struct AnalyzeArgs {
     /// Also draw access-map, node-traffic and page-heat pictures into this directory.
     #[arg(long, value_name = "DIR")]
     pub plot_dir: Option<PathBuf>,
-    /// Picture format: svg (titles and legends) or png (no text).
+    /// Picture format: svg or png (both with title, axis labels and a colour key).
     #[arg(long, default_value = "svg", value_parser = ["svg", "png"])]
     pub plot_format: String,
 }
@@ -72,8 +72,16 @@ pub fn run(a: AnalyzeArgs) -> Result<()> {
     if !a.file.exists() {
         anyhow::bail!("{path}: no such file");
     }
+    // the pictures' folder is made (its parent must exist, as for every output file), but only
+    // once the samples have been read, so a refused input leaves nothing behind
     if let Some(dir) = &a.plot_dir {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        if dir.exists() && !dir.is_dir() {
+            anyhow::bail!("--plot-dir {}: exists and is not a folder", dir.display());
+        }
+        if !dir.exists() {
+            crate::output::check_writable(Some(dir))
+                .with_context(|| format!("--plot-dir {}", dir.display()))?;
+        }
     }
     let mut source = open(&a)?;
     let opts = Options {
@@ -89,6 +97,9 @@ pub fn run(a: AnalyzeArgs) -> Result<()> {
     }
     if let Some(dir) = &a.plot_dir {
         use numalab_analyze::plot;
+        if !dir.exists() {
+            std::fs::create_dir(dir).with_context(|| format!("--plot-dir {}", dir.display()))?;
+        }
         let opts = plot::PlotOptions::default();
         type Draw = fn(
             &mut dyn SampleSource,

@@ -41,11 +41,11 @@ fn configurations(args: &SimArgs) -> Result<Vec<String>> {
 }
 
 pub fn sim(args: SimArgs) -> Result<()> {
-    if !(args.epoch_us.is_finite() && args.epoch_us > 0.0) {
-        bail!(
-            "--epoch-us {}: expected a positive number of simulated microseconds (default 20)",
-            args.epoch_us
-        );
+    if let Some(why) = numalab_sim::config::epoch_us_problem(args.epoch_us) {
+        bail!("--epoch-us {why}");
+    }
+    if let Some(why) = numalab_sim::config::start_skew_us_problem(args.start_skew_us) {
+        bail!("--start-skew-us {why}");
     }
     let configs = configurations(&args)?;
     if configs.is_empty() {

@@ -63,6 +63,7 @@ fn open(a: &ConvertArgs) -> Result<Box<dyn SampleSource>> {
 
 pub fn run(a: ConvertArgs) -> Result<()> {
     let fmt = output_format(&a.output, a.to.as_deref())?;
+    crate::output::check_writable(Some(&a.output))?;
     if !a.input.exists() {
         bail!("{}: no such file", a.input.display());
     }

@@ -276,7 +276,7 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub start_skew_us: f64,
     /// Host threads for --compare (default: all cores).
-    #[arg(long)]
+    #[arg(long, value_parser = thread_count)]
     pub jobs: Option<usize>,
     /// No progress bars.
     #[arg(long, short = 'q')]
@@ -352,6 +352,8 @@ fn run(cli: Cli, matches: &clap::ArgMatches) -> Result<()> {
                 if path.extension().and_then(|e| e.to_str()) != Some("toml") {
                     bail!("--machine-file {shown}: the name must end in .toml, as `numalab sim --machine` takes machine files by their extension");
                 }
+                output::check_writable(Some(path))
+                    .with_context(|| format!("--machine-file {shown}"))?;
                 // Find out that the file cannot be written before reading anything; a file
                 // created only for the check is removed again, so a failure leaves nothing.
                 let existed = path.exists();
@@ -450,6 +452,24 @@ fn memhog(a: MemhogArgs) -> Result<()> {
             "--writers {}: expected 1 to {max_writers} (one page per writer at least, 4096 threads at most)",
             a.writers
         );
+    }
+    // More than every online node holds together cannot be touched: refuse it here rather
+    // than let the kernel's OOM killer end the run part way (the nodes' MemTotal, as numactl
+    // --hardware shows it; without node meminfo files the allocation's own failure decides)
+    if let Ok(tree) = numalab_linux::node::read_node_tree(&numalab_linux::sysroot::SysRoot::host())
+    {
+        let host_bytes: u64 = tree
+            .nodes
+            .iter()
+            .filter_map(|n| n.meminfo.as_ref().map(|m| m.mem_total_bytes()))
+            .sum();
+        if host_bytes > 0 && size_bytes > host_bytes {
+            bail!(
+                "size {}: {size_bytes} bytes is more than this host's memory ({host_bytes} bytes over {} nodes); give a size that fits",
+                a.size,
+                tree.nodes.len()
+            );
+        }
     }
     let opts = numalab_place::memhog::MemhogOptions {
         size_bytes: size_bytes as usize,

@@ -35,7 +35,7 @@ pub struct ValidateArgs {
     #[arg(long, default_value_t = 20.0, allow_negative_numbers = true)]
     epoch_us: f64,
     /// Host threads (default: all cores).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::thread_count)]
     jobs: Option<usize>,
     /// Runs per configuration: `auto` (the default) runs seeds 1 and 2, and seeds up to 6 for
     /// a configuration whose two runs differ by more than 1 % (a run decided by a race); N
@@ -76,16 +76,17 @@ fn read_ids(p: &std::path::Path) -> Result<Vec<String>> {
 }
 
 pub fn run(a: ValidateArgs) -> Result<()> {
-    if !(a.epoch_us.is_finite() && a.epoch_us > 0.0) {
-        bail!(
-            "--epoch-us {}: expected a positive number of microseconds",
-            a.epoch_us
-        );
+    if let Some(why) = numalab_sim::config::epoch_us_problem(a.epoch_us) {
+        bail!("--epoch-us {why}");
     }
-    if !(a.start_skew_us.is_finite() && a.start_skew_us > 0.0) {
+    if !(a.start_skew_us.is_finite()
+        && a.start_skew_us > 0.0
+        && a.start_skew_us <= numalab_sim::config::START_SKEW_US_MAX)
+    {
         bail!(
-            "--start-skew-us {}: expected a positive number of microseconds",
-            a.start_skew_us
+            "--start-skew-us {}: expected a positive number of microseconds, at most {}",
+            numalab_sim::config::shown(a.start_skew_us),
+            numalab_sim::config::shown(numalab_sim::config::START_SKEW_US_MAX)
         );
     }
     let all = if a.cases.is_empty() {

@@ -5,12 +5,10 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MachineError {
-    /// A file could not be read.
-    #[error("cannot read {}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    /// A file could not be read. The OS error is part of the message and not a `source`, so
+    /// that a report printing the whole chain (`{:#}`) says it once.
+    #[error("cannot read {}: {err}", path.display())]
+    Io { path: PathBuf, err: std::io::Error },
 
     /// TOML or XML that does not parse, or TOML with unknown keys or wrong value types. The
     /// message comes from the parser and points at the line and key.

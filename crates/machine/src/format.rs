@@ -300,9 +300,9 @@ pub(crate) fn load_file(path: &Path) -> Result<Machine, MachineError> {
 }
 
 fn load_file_at_depth(path: &Path, depth: usize) -> Result<Machine, MachineError> {
-    let text = std::fs::read_to_string(path).map_err(|source| MachineError::Io {
+    let text = std::fs::read_to_string(path).map_err(|err| MachineError::Io {
         path: path.to_path_buf(),
-        source,
+        err,
     })?;
     let origin = path.display().to_string();
     let stem = path

@@ -254,9 +254,9 @@ fn finish(imp: Imported, origin: &str) -> Result<Machine, MachineError> {
 
 /// Import a file without validating the machine (see [`Imported`]).
 pub fn import_detailed(path: &Path, defaults: &HwlocDefaults) -> Result<Imported, MachineError> {
-    let xml = std::fs::read_to_string(path).map_err(|source| MachineError::Io {
+    let xml = std::fs::read_to_string(path).map_err(|err| MachineError::Io {
         path: path.to_path_buf(),
-        source,
+        err,
     })?;
     let stem = path
         .file_stem()

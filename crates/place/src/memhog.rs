@@ -63,7 +63,15 @@ pub fn run(
     announce: impl FnOnce(u64, u64),
 ) -> Result<MemhogReport, numalab_linux::Error> {
     let words = opts.size_bytes.div_ceil(8).max(PAGE_BYTES / 8);
-    let mut buf: Vec<u64> = (0..words).map(|i| word(i, 0)).collect();
+    // try_reserve: a size the host cannot back is an error naming it, not an abort
+    let mut buf: Vec<u64> = Vec::new();
+    buf.try_reserve_exact(words)
+        .map_err(|e| numalab_linux::Error::Argument {
+            syscall: "memhog",
+            problem: format!("cannot allocate {} bytes ({e})", words * 8),
+            remedy: "give a smaller size, or free memory first".into(),
+        })?;
+    buf.extend((0..words).map(|i| word(i, 0)));
     let start = buf.as_ptr() as u64;
     let end = start + (words * 8) as u64;
     let pages: Vec<usize> = (0..words * 8)

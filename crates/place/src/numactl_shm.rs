@@ -654,6 +654,9 @@ impl<'a> Numactl<'a> {
         let flags = if self.huge { libc::SHM_HUGETLB } else { 0 };
         // SAFETY: shmget takes plain values.
         let mut shmid = unsafe { libc::shmget(key, self.length as usize, flags) };
+        // The key file and the segment stay when a later step fails, as numactl leaves them:
+        // it says so ("Creating shm key file", "Creating shared memory segment"), and the next
+        // command on the same name finds them (vm_numactl_shm.rs compares such sequences)
         if shmid < 0 && errno() == libc::ENOENT {
             if self.length == 0 {
                 return Err(self
@@ -712,7 +715,8 @@ impl<'a> Numactl<'a> {
         let path = CString::new(name).map_err(|_| Stop { usage: true })?;
         // SAFETY: `path` is NUL-terminated; the descriptor stays open for the mapping.
         let mut fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR) };
-        if fd < 0 {
+        let created = fd < 0;
+        if created {
             if self.length == 0 {
                 return Err(self.io.complain("need a --length to create a shared file"));
             }
@@ -736,18 +740,36 @@ impl<'a> Numactl<'a> {
         if unsafe { libc::fstat(fd, &mut st) } < 0 {
             return Err(self.io.err("shm stat", errno()));
         }
+        // numactl leaves a file it created, or lengthened, behind when a later check fails;
+        // numalab undoes that, so a refused command changes nothing (same messages)
+        let old_size = st.st_size;
+        let undo = |fd: libc::c_int, lengthened: bool| {
+            if created {
+                // SAFETY: `path` is NUL-terminated.
+                unsafe { libc::unlink(path.as_ptr()) };
+            } else if lengthened {
+                // SAFETY: plain values; back to the size the file had.
+                unsafe { libc::ftruncate(fd, old_size) };
+            }
+        };
+        // numactl checks the previous region's address here (its shmptr, null at first),
+        // after lengthening the file; checked first, a refused region leaves the file alone
+        let page = st.st_blksize as u64;
+        let prev = self.region.as_ref().map_or(0, |r| r.ptr);
+        if let Err(stop) = self.check_region(prev, page, "--file") {
+            undo(fd, false);
+            return Err(stop);
+        }
         let end = self.length.wrapping_add(self.offset);
-        if end > st.st_size as u64 {
+        let lengthened = end > st.st_size as u64;
+        if lengthened {
             // SAFETY: plain values.
             if unsafe { libc::ftruncate(fd, end as libc::off_t) } < 0 {
                 self.io.perror("ftruncate", errno());
+                undo(fd, false);
                 return Err(Stop { usage: false });
             }
         }
-        let page = st.st_blksize as u64;
-        // numactl checks the previous region's address here (its shmptr, null at first)
-        let prev = self.region.as_ref().map_or(0, |r| r.ptr);
-        self.check_region(prev, page, "--file")?;
         // SAFETY: a new shared mapping of the file; a failure is MAP_FAILED.
         let p = unsafe {
             libc::mmap(
@@ -760,7 +782,9 @@ impl<'a> Numactl<'a> {
             )
         };
         if p == libc::MAP_FAILED {
-            return Err(self.io.err("shm mmap", errno()));
+            let e = errno();
+            undo(fd, lengthened);
+            return Err(self.io.err("shm mmap", e));
         }
         self.region = Some(Region {
             ptr: p as usize,

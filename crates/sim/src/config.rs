@@ -15,6 +15,53 @@ pub struct Progress {
     pub threads: usize,
 }
 
+/// Accepted epoch lengths, simulated µs (`--epoch-us`, a study's `epoch_us`). Below 0.1 µs an
+/// epoch is shorter than one DRAM access (60-150 ns on the presets), so a thread could not
+/// finish a reference inside it and a run would take ~10^4 epochs per simulated millisecond of
+/// bookkeeping; above 1000 µs it is longer than a scheduler tick at CONFIG_HZ=1000, and the
+/// work the engine runs at epoch ends (policy ticks, khugepaged, NUMA-balancing scans, queue
+/// latencies) would be quantised to it. docs/model.md, "Epoch length", shows results stable
+/// from 5 to 100 µs.
+pub const EPOCH_US_RANGE: std::ops::RangeInclusive<f64> = 0.1..=1000.0;
+
+/// Largest start skew, simulated µs: a skew samples start-up jitter (thread creation takes
+/// tens of µs), and a second of it is already far beyond that; the engine steps through the
+/// idle epochs of a delayed start, so an unbounded skew would never end.
+pub const START_SKEW_US_MAX: f64 = 1e6;
+
+/// A number for an error message: plain, or in exponent form where plain would print
+/// hundreds of digits (`1e300`, `1e-30`).
+pub fn shown(v: f64) -> String {
+    if v != 0.0 && v.is_finite() && !(1e-4..1e9).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
+/// Why `epoch_us` is refused, or None when it is in [`EPOCH_US_RANGE`].
+pub fn epoch_us_problem(epoch_us: f64) -> Option<String> {
+    (!EPOCH_US_RANGE.contains(&epoch_us)).then(|| {
+        format!(
+            "{}: expected a number of simulated microseconds in {}..={} (default 20)",
+            shown(epoch_us),
+            EPOCH_US_RANGE.start(),
+            EPOCH_US_RANGE.end()
+        )
+    })
+}
+
+/// Why `start_skew_us` is refused, or None when it is in 0..=[`START_SKEW_US_MAX`].
+pub fn start_skew_us_problem(start_skew_us: f64) -> Option<String> {
+    (!(0.0..=START_SKEW_US_MAX).contains(&start_skew_us)).then(|| {
+        format!(
+            "{}: expected a number of simulated microseconds in 0..={}",
+            shown(start_skew_us),
+            shown(START_SKEW_US_MAX)
+        )
+    })
+}
+
 pub struct SimConfig {
     /// A label for reports (e.g. "thp=always").
     pub label: String,

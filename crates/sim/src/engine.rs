@@ -474,17 +474,11 @@ impl Simulator {
             .map_err(|e| merr(e.to_string()))?;
         let host_isa = cfg.max_host_isa.capped();
         // A zero, negative or NaN epoch would never end (the loop advances time by it).
-        if !(cfg.start_skew_ns.is_finite() && cfg.start_skew_ns >= 0.0) {
-            return Err(SimError::Config(format!(
-                "start skew {} ns: expected a finite number of nanoseconds, 0 or more",
-                cfg.start_skew_ns
-            )));
+        if let Some(why) = crate::config::start_skew_us_problem(cfg.start_skew_ns / 1000.0) {
+            return Err(SimError::Config(format!("start skew {why}")));
         }
-        if !(cfg.epoch_ns.is_finite() && cfg.epoch_ns > 0.0) {
-            return Err(SimError::Config(format!(
-                "epoch length {} ns: expected a positive, finite number",
-                cfg.epoch_ns
-            )));
+        if let Some(why) = crate::config::epoch_us_problem(cfg.epoch_ns / 1000.0) {
+            return Err(SimError::Config(format!("epoch length {why}")));
         }
         cfg.task_policy
             .validate(&machine.topology.online())

@@ -180,17 +180,11 @@ impl StudyFile {
         if self.repeats == 0 {
             bail!("repeats = 0: expected at least 1 run per configuration");
         }
-        if !(self.epoch_us.is_finite() && self.epoch_us > 0.0) {
-            bail!(
-                "epoch_us = {}: expected a positive number of microseconds",
-                self.epoch_us
-            );
+        if let Some(why) = numalab_sim::config::epoch_us_problem(self.epoch_us) {
+            bail!("epoch_us = {why}");
         }
-        if !(self.start_skew_us.is_finite() && self.start_skew_us >= 0.0) {
-            bail!(
-                "start_skew_us = {}: expected zero or a positive number of microseconds",
-                self.start_skew_us
-            );
+        if let Some(why) = numalab_sim::config::start_skew_us_problem(self.start_skew_us) {
+            bail!("start_skew_us = {why}");
         }
         if self.kind == StudyKind::Sim && self.warmups > 0 {
             bail!("warmups = {}: warm-up runs are for real runs (kind = \"real\"); a simulation is the same every time", self.warmups);

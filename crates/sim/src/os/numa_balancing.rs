@@ -211,11 +211,15 @@ impl NumaBalancingParams {
         if self.scan_period_min_ms <= 0.0 || self.scan_period_min_ms > self.scan_period_max_ms {
             return bad(format!(
                 "need 0 < scan_period_min_ms ({}) <= scan_period_max_ms ({})",
-                self.scan_period_min_ms, self.scan_period_max_ms
+                crate::config::shown(self.scan_period_min_ms),
+                crate::config::shown(self.scan_period_max_ms)
             ));
         }
         if !(self.time_scale.is_finite() && self.time_scale > 0.0) {
-            return bad(format!("time_scale={} (expected > 0)", self.time_scale));
+            return bad(format!(
+                "time_scale={} (expected > 0)",
+                crate::config::shown(self.time_scale)
+            ));
         }
         if self.period_slots == 0 || self.period_threshold > self.period_slots {
             return bad(format!(
