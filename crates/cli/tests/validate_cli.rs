@@ -28,7 +28,8 @@ fn epoch_lengths_that_would_never_end_are_refused() {
                 "--epoch-us",
                 bad,
             ]);
-            assert!(text(&out.stderr).contains("expected a number of simulated microseconds in 0.1..=1000"));
+            assert!(text(&out.stderr)
+                .contains("expected a number of simulated microseconds in 0.1..=1000"));
         }
         let out = numalab(&["sim", "-q", "-w", "ptrchase:bytes=1M,steps=10", &arg]);
         assert!(!out.status.success(), "--epoch-us {bad} was accepted");
