@@ -67,12 +67,16 @@ impl Metric {
         }
     }
 
-    /// A per-run metric. `region` is the phase the case times (None: the whole run).
+    /// A per-run metric. `region` is the phase the case measures (None: the whole run); LAR,
+    /// imbalance and the walk and fault shares then come from [`region_metrics`].
     pub fn of_run(self, r: &SimResult, region: Option<&str>) -> Option<f64> {
         match self {
             Metric::StreamGibpsPerInstance => stream_gibps(r, region).map(|(one, _)| one),
             Metric::StreamGibpsTotal => stream_gibps(r, region).map(|(_, all)| all),
-            _ => self.of_metrics(&r.metrics),
+            _ => match region {
+                None => self.of_metrics(&r.metrics),
+                Some(name) => self.of_metrics(&region_metrics(r, name)?),
+            },
         }
     }
 
@@ -86,6 +90,29 @@ impl Metric {
             _ => None,
         }
     }
+}
+
+/// The metrics of a measured region: the counters of phase `name` and of every other phase
+/// that ran within its span (the pauses between its parts, such as a JVM's young collections
+/// inside SPECjbb's measurement interval), summed thread by thread. What ran before or after
+/// the span (a benchmark's untimed set-up) is left out, as the benchmark leaves it out.
+pub fn region_metrics(r: &SimResult, name: &str) -> Option<Metrics> {
+    let p = r.phase(name)?;
+    let mut merged = p.clone();
+    for q in r.phases.iter().filter(|q| q.id != p.id) {
+        if q.start_ns >= p.start_ns && q.end_ns <= p.end_ns && q.end_ns > q.start_ns {
+            for (a, b) in merged.per_thread.iter_mut().zip(&q.per_thread) {
+                a.add(b);
+            }
+            merged.accesses += q.accesses;
+            merged.thread_ns += q.thread_ns;
+        }
+    }
+    Some(numalab_sim::report::phase_metrics(
+        &merged,
+        r.per_node.len(),
+        &r.samples,
+    ))
 }
 
 /// Simulated time of `region` (a phase name) or of the whole run, ns.
@@ -116,4 +143,55 @@ fn stream_gibps(r: &SimResult, region: Option<&str>) -> Option<(f64, f64)> {
     }
     let one = (counted_bytes(kernel, n) * ntimes) as f64 / secs / (1u64 << 30) as f64;
     Some((one, one * r.threads as f64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use numalab_sim::results::{NodeStats, PhaseStats, ThreadStats};
+
+    /// One thread on node 0 of two: `dram` reads from nodes 0 and 1, `fault_ns` in faults.
+    fn phase(id: u16, name: &str, span: (f64, f64), dram: [u64; 2], fault_ns: f64) -> PhaseStats {
+        PhaseStats {
+            id,
+            name: name.into(),
+            start_ns: span.0,
+            end_ns: span.1,
+            per_thread: vec![ThreadStats {
+                node: 0,
+                time_ns: span.1 - span.0,
+                fault_ns,
+                dram_by_node: dram.to_vec(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_region_holds_the_pauses_inside_it_and_not_the_set_up_before_it() {
+        let r = SimResult {
+            per_node: vec![NodeStats::default(), NodeStats::default()],
+            phases: vec![
+                // the set-up: local reads and many faults, before the region
+                phase(0, "load", (0.0, 100.0), [1000, 0], 90.0),
+                // the measured interval: remote reads
+                phase(1, "transactions", (100.0, 1000.0), [0, 100], 0.0),
+                // a pause inside it: local reads and the interval's only faults
+                phase(2, "gc", (400.0, 500.0), [50, 0], 90.0),
+            ],
+            ..Default::default()
+        };
+        let m = region_metrics(&r, "transactions").unwrap();
+        // 50 local of 150 reads: the load's 1000 local ones are not counted
+        assert!((m.lar_percent.unwrap() - 100.0 / 3.0).abs() < 1e-9, "{m:?}");
+        // 90 ns of faults in the 900 ns interval
+        let share = m.max_page_fault_time_share_percent.unwrap();
+        assert!((share - 10.0).abs() < 0.01, "{share}");
+        assert_eq!(
+            Metric::LarPercent.of_run(&r, Some("transactions")),
+            m.lar_percent
+        );
+        assert!(region_metrics(&r, "nosuch").is_none());
+    }
 }

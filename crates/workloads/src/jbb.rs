@@ -3,8 +3,9 @@
 //! A JVM-like heap: eden, two survivor spaces and an old generation; W warehouses, one per
 //! worker thread. Each worker first builds its warehouse (districts, customers, orders, stock:
 //! trees and hash maps, `warehouse` bytes) as a JVM does: as objects allocated in its TLABs in
-//! the shared eden; the collection that ends the load copies them, all alive, into the old
-//! generation, each GC thread a warehouse's worth into PLABs ([`OLD_PLAB_BYTES`]). So a
+//! the shared eden; the collection that ends the load (part of phase `load`: SPECjbb does not
+//! time the population) copies them, all alive, into the old generation, each GC thread a
+//! warehouse's worth into PLABs ([`OLD_PLAB_BYTES`]). So a
 //! warehouse's pages are first-touched by the GC threads, not by its worker, and hold objects
 //! of many warehouses. Then the worker runs transactions of the TPC-C-like mix (new order 45 %,
 //! payment 43 %, order status 4 %, delivery 4 %, stock level 4 %):
@@ -28,8 +29,8 @@
 //! its share of eden (dependent loads, [`SURVIVAL`] of eden), copies them into its PLABs in the
 //! to-space survivor ([`YOUNG_PLAB_BYTES`], first touch there by the GC thread), and every
 //! [`TENURE_GCS`]-th collection promotes the survivors into old-generation PLABs instead.
-//! Barriers open and close the pause. `pretouch=1` is `-XX:+AlwaysPreTouch`: thread 0 writes
-//! the whole heap first.
+//! Barriers open and close the pause, phase `gc`. `pretouch=1` is `-XX:+AlwaysPreTouch`:
+//! thread 0 writes the whole heap first.
 
 use crate::emit::{Gen, Script, Span, SplitMix64, Status, CHUNK_OPS};
 use crate::kernel::compute;
@@ -503,8 +504,9 @@ impl Worker {
     fn start_promote(&mut self, out: &mut Vec<Op>) {
         let nt = self.j.threads as u64;
         let g = self.t as u64;
+        // the collection that ends the load is the load's (SPECjbb does not time the
+        // warehouses' population): phase `gc` holds the young collections of the transactions
         out.push(Op::Barrier);
-        out.push(Op::Phase { id: PHASE_GC });
         let used_lines = (nt * self.j.warehouse).min(self.j.eden) / 64;
         let (lo, hi) = (used_lines * g / nt, used_lines * (g + 1) / nt);
         let mut at = lo;

@@ -1337,7 +1337,7 @@ fn jbb_load_plabs(ops: &[Op], old: u64, area: u64) -> Vec<u64> {
 
 #[test]
 fn jbb_buffers_are_taken_at_the_tops_in_the_order_threads_ask() {
-    use numalab_workloads::jbb::{OLD_PLAB_BYTES, PHASE_GC, PHASE_LOAD};
+    use numalab_workloads::jbb::{OLD_PLAB_BYTES, PHASE_GC, PHASE_LOAD, PHASE_TXN};
     let spec =
         "jbb:eden=4M,survivor=1M,warehouse=1M,items=1000,tlab=64K,alloc=2K,transactions=3000";
     let threads = 2;
@@ -1386,28 +1386,46 @@ fn jbb_buffers_are_taken_at_the_tops_in_the_order_threads_ask() {
     let warehouses = old..old + area;
     for (t, ops) in ops.iter().enumerate() {
         // the worker never writes its warehouse in place: it allocates it in eden, and the
-        // promoting collection copies it, each GC thread into its own PLABs
-        assert!(!phase_ops(ops, PHASE_LOAD).iter().any(
-            |op| matches!(op, Op::Run { base, .. } | Op::Access { addr: base, .. } if warehouses.contains(base))
-        ));
-        let (mut company, mut gcs_seen) = (0, 0u64);
+        // promoting collection (the load's last step) copies it, each GC thread a whole PLAB
+        // at a time into its own PLABs
+        assert!(phase_ops(ops, PHASE_LOAD).iter().all(|op| match *op {
+            Op::Run {
+                base, lines, kind, ..
+            } if warehouses.contains(&base) => {
+                kind == AccessKind::Write
+                    && lines as u64 == OLD_PLAB_BYTES / 64
+                    && (base - old) % OLD_PLAB_BYTES == 0
+            }
+            Op::Access { addr, .. } => !warehouses.contains(&addr),
+            _ => true,
+        }));
+        // cycles of transactions begun: each pause (the load's collection, then every young
+        // one) ends by entering the transactions phase again
+        let (mut company, mut cycle, mut phase) = (0, 0u64, PHASE_LOAD);
         for op in ops {
             match *op {
-                Op::Phase { id } if id == PHASE_GC => gcs_seen += 1,
-                Op::Run {
-                    base,
-                    kind: AccessKind::Write,
-                    ..
-                } if warehouses.contains(&base) => {
-                    assert_eq!(gcs_seen, 1, "written by the collection that ends the load")
+                Op::Phase { id } => {
+                    phase = id;
+                    cycle += (id == PHASE_TXN) as u64;
                 }
                 Op::Run {
                     base,
                     kind: AccessKind::Write,
                     ..
-                } if gcs_seen >= 1 && (eden..eden + (4 << 20)).contains(&base) => {
+                } if warehouses.contains(&base) => {
+                    assert_eq!(
+                        (cycle, phase),
+                        (0, PHASE_LOAD),
+                        "written by the collection that ends the load, part of the load"
+                    )
+                }
+                Op::Run {
+                    base,
+                    kind: AccessKind::Write,
+                    ..
+                } if cycle >= 1 && (eden..eden + (4 << 20)).contains(&base) => {
                     let tlab = (base - eden) / (64 << 10);
-                    tlabs[t].entry(gcs_seen).or_default().insert(tlab);
+                    tlabs[t].entry(cycle).or_default().insert(tlab);
                 }
                 Op::Access {
                     addr,
