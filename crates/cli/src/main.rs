@@ -465,9 +465,10 @@ fn memhog(a: MemhogArgs) -> Result<()> {
             .sum();
         if host_bytes > 0 && size_bytes > host_bytes {
             bail!(
-                "size {}: {size_bytes} bytes is more than this host's memory ({host_bytes} bytes over {} nodes); give a size that fits",
+                "size {}: {size_bytes} bytes is more than this host's memory ({host_bytes} bytes on {} node{}); give a size that fits",
                 a.size,
-                tree.nodes.len()
+                tree.nodes.len(),
+                if tree.nodes.len() == 1 { "" } else { "s" }
             );
         }
     }
