@@ -182,8 +182,9 @@ type PageCounts = (u64, u64, Vec<(Option<u16>, u64)>);
 /// How an axis labels its ticks.
 #[derive(Clone, Debug)]
 enum Axis {
-    /// Nanoseconds shown in the unit that suits the span (ns, µs, ms or s).
-    Time,
+    /// Nanoseconds since `origin_ns` (the first sample: perf's clock counts from boot),
+    /// shown in the unit that suits the span (ns, µs, ms or s).
+    Time { origin_ns: f64 },
     /// Byte addresses, in hex.
     Address,
     /// Counts.
@@ -208,19 +209,19 @@ impl Axis {
     /// The axis name with its unit, for a range `r`.
     fn name(&self, what: &str, r: (f64, f64)) -> String {
         match self {
-            Axis::Time => format!("{what} ({})", time_unit(r.1 - r.0).1),
+            Axis::Time { .. } => format!("{what} ({})", time_unit(r.1 - r.0).1),
             _ => what.to_string(),
         }
     }
 
     fn tick(&self, v: f64, r: (f64, f64)) -> String {
         match self {
-            Axis::Time => {
+            Axis::Time { origin_ns } => {
                 let (div, _) = time_unit(r.1 - r.0);
                 // enough decimals to tell neighbouring ticks (about 8 over the span) apart
                 let step = (r.1 - r.0) / div / 8.0;
                 let decimals = (-step.log10().floor()).clamp(0.0, 6.0) as usize;
-                format!("{:.decimals$}", v / div)
+                format!("{:.decimals$}", (v - origin_ns) / div)
             }
             Axis::Address => format!("{:#x}", v.max(0.0) as u64),
             Axis::Count => {
@@ -583,7 +584,9 @@ pub fn access_map(
             (tmin as f64, tmax as f64)
         },
         y: y_range,
-        x_axis: Axis::Time,
+        x_axis: Axis::Time {
+            origin_ns: if points.is_empty() { 0.0 } else { tmin as f64 },
+        },
         y_axis,
         rects: Vec::new(),
         points: points
@@ -595,7 +598,7 @@ pub fn access_map(
         separators,
         colour_meaning: "colour = node of the CPU that made the access".into(),
         legend: legend(&series),
-        x_label: "time".into(),
+        x_label: "time since the first sample".into(),
         y_label,
     };
     sum.drawn = points.len();
@@ -716,7 +719,7 @@ pub fn node_traffic(
         ),
         x: (o, o + nbins.max(1) as f64 * width as f64),
         y: (0.0, (ymax.max(1) as f64) * 1.05),
-        x_axis: Axis::Time,
+        x_axis: Axis::Time { origin_ns: o },
         y_axis: Axis::Count,
         rects: Vec::new(),
         points: Vec::new(),
@@ -725,7 +728,7 @@ pub fn node_traffic(
         separators: Vec::new(),
         colour_meaning: "line colour = node whose memory served the sample".into(),
         legend: legend(&series),
-        x_label: "time".into(),
+        x_label: "time since the first DRAM sample's bin".into(),
         y_label: "DRAM samples per bin".into(),
     };
     sum.drawn = nbins;

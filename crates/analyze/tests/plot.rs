@@ -372,14 +372,21 @@ fn pictures_carry_their_text_and_say_what_colour_means() {
         text.contains("colour = node of the CPU that made the access"),
         "{text}"
     );
-    let unit = ["time (ns)", "time (µs)", "time (ms)", "time (s)"]
+    let unit = ["(ns)", "(µs)", "(ms)", "(s)"]
         .into_iter()
-        .find(|u| text.contains(u));
+        .find(|u| text.contains(&format!("time since the first sample {u}")));
     assert!(unit.is_some(), "a time axis with its unit: {text}");
     assert!(text.contains("2 MiB regions"), "{text}");
     // ticks: numbers on the time axis, not hex nanoseconds; region starts in hex
-    let ticks: Vec<&str> = text.lines().filter(|l| l.parse::<f64>().is_ok()).collect();
+    let ticks: Vec<f64> = text.lines().filter_map(|l| l.parse::<f64>().ok()).collect();
     assert!(ticks.len() >= 4, "time ticks: {text}");
+    // counted from the first sample, so the ticks start near zero whatever the clock
+    assert!(ticks.iter().all(|t| *t >= 0.0), "{ticks:?}");
+    assert!(
+        ticks.iter().copied().fold(f64::INFINITY, f64::min)
+            < ticks.iter().copied().fold(0.0, f64::max) / 2.0,
+        "{ticks:?}"
+    );
     assert!(
         text.lines().any(|l| l.starts_with("0x")),
         "region ticks: {text}"

@@ -262,7 +262,8 @@ pub struct SimArgs {
     /// FILE-1.arrows, FILE-2.arrows, ...
     #[arg(long, value_name = "FILE")]
     pub samples_out: Option<PathBuf>,
-    /// Epoch length in simulated microseconds (positive; results do not depend on it).
+    /// Epoch length in simulated microseconds, 0.1 to 1000 (results are stable from 5 to 100:
+    /// docs/VALIDATION.md, "Epoch length").
     #[arg(long, default_value_t = 20.0, allow_negative_numbers = true)]
     pub epoch_us: f64,
     /// One access sample every N memory references (0 = off).
@@ -475,7 +476,12 @@ fn memhog(a: MemhogArgs) -> Result<()> {
     let opts = numalab_place::memhog::MemhogOptions {
         size_bytes: size_bytes as usize,
         writers: a.writers,
-        hold: std::time::Duration::from_secs_f64(a.hold_s),
+        hold: std::time::Duration::try_from_secs_f64(a.hold_s).map_err(|_| {
+            anyhow::anyhow!(
+                "--hold-s {}: too long a time",
+                numalab_sim::config::shown(a.hold_s)
+            )
+        })?,
     };
     let r = numalab_place::memhog::run(&opts, |s, e| {
         // where the buffer is, for whoever moves it meanwhile; with --json, stdout is the

@@ -81,7 +81,13 @@ pub fn run(a: RecordArgs) -> Result<i32> {
     };
     let event: EventChoice = a.event.parse()?;
     let duration = match a.duration {
-        Some(s) if s > 0.0 && s.is_finite() => Some(Duration::from_secs_f64(s)),
+        Some(s) if s > 0.0 => match Duration::try_from_secs_f64(s) {
+            Ok(d) => Some(d),
+            Err(_) => bail!(
+                "--duration {}: too long a time (expected seconds > 0)",
+                numalab_sim::config::shown(s)
+            ),
+        },
         Some(s) => bail!("--duration {s}: expected seconds > 0"),
         None => None,
     };

@@ -31,7 +31,7 @@ pub struct ValidateArgs {
     /// Write the ids of the passing cases to FILE (for --expect-passing).
     #[arg(long, value_name = "FILE")]
     write_passing: Option<PathBuf>,
-    /// Epoch length in simulated microseconds.
+    /// Epoch length in simulated microseconds, 0.1 to 1000.
     #[arg(long, default_value_t = 20.0, allow_negative_numbers = true)]
     epoch_us: f64,
     /// Host threads (default: all cores).

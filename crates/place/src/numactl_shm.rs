@@ -715,19 +715,26 @@ impl<'a> Numactl<'a> {
         let path = CString::new(name).map_err(|_| Stop { usage: true })?;
         // SAFETY: `path` is NUL-terminated; the descriptor stays open for the mapping.
         let mut fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR) };
-        let created = fd < 0;
-        if created {
+        let mut created = false;
+        if fd < 0 {
             if self.length == 0 {
                 return Err(self.io.complain("need a --length to create a shared file"));
             }
+            // O_EXCL: only a file made here is removed again below; one that appeared
+            // meanwhile is opened as it is
             // SAFETY: as above.
             fd = unsafe {
                 libc::open(
                     path.as_ptr(),
-                    libc::O_RDWR | libc::O_CREAT,
+                    libc::O_RDWR | libc::O_CREAT | libc::O_EXCL,
                     self.mode as libc::c_uint,
                 )
             };
+            created = fd >= 0;
+            if fd < 0 && errno() == libc::EEXIST {
+                // SAFETY: as above.
+                fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR) };
+            }
             if fd < 0 {
                 return Err(self
                     .io
@@ -738,7 +745,12 @@ impl<'a> Numactl<'a> {
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: `st` is valid for writes.
         if unsafe { libc::fstat(fd, &mut st) } < 0 {
-            return Err(self.io.err("shm stat", errno()));
+            let e = errno();
+            if created {
+                // SAFETY: `path` is NUL-terminated.
+                unsafe { libc::unlink(path.as_ptr()) };
+            }
+            return Err(self.io.err("shm stat", e));
         }
         // numactl leaves a file it created, or lengthened, behind when a later check fails;
         // numalab undoes that, so a refused command changes nothing (same messages)

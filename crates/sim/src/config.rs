@@ -20,8 +20,8 @@ pub struct Progress {
 /// finish a reference inside it and a run would take ~10^4 epochs per simulated millisecond of
 /// bookkeeping; above 1000 µs it is longer than a scheduler tick at CONFIG_HZ=1000, and the
 /// work the engine runs at epoch ends (policy ticks, khugepaged, NUMA-balancing scans, queue
-/// latencies) would be quantised to it. docs/model.md, "Epoch length", shows results stable
-/// from 5 to 100 µs.
+/// latencies) would be quantised to it. docs/VALIDATION.md, "Epoch length", shows results
+/// stable from 5 to 100 µs.
 pub const EPOCH_US_RANGE: std::ops::RangeInclusive<f64> = 0.1..=1000.0;
 
 /// Largest start skew, simulated µs: a skew samples start-up jitter (thread creation takes

@@ -205,11 +205,8 @@ pub fn run(
     opts: &Options,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Scorecard> {
-    if !(opts.epoch_ns.is_finite() && opts.epoch_ns > 0.0) {
-        return Err(anyhow!(
-            "epoch length {} ns: expected a positive number",
-            opts.epoch_ns
-        ));
+    if let Some(why) = numalab_sim::config::epoch_us_problem(opts.epoch_ns / 1000.0) {
+        return Err(anyhow!("epoch length {why}"));
     }
     if opts.repeats == Repeats::Fixed(0) {
         return Err(anyhow!(

@@ -95,15 +95,22 @@ impl Metric {
 /// The metrics of a measured region: the counters of phase `name` and of every other phase
 /// that ran within its span (the pauses between its parts, such as a JVM's young collections
 /// inside SPECjbb's measurement interval), summed thread by thread. What ran before or after
-/// the span (a benchmark's untimed set-up) is left out, as the benchmark leaves it out.
+/// the span (a benchmark's untimed set-up) is left out, as the benchmark leaves it out. A phase
+/// counts as inside when its whole span (first entry to last exit over every thread) is: a
+/// phase that also ran outside the region (before or after it) is left out whole.
 pub fn region_metrics(r: &SimResult, name: &str) -> Option<Metrics> {
     let p = r.phase(name)?;
     let mut merged = p.clone();
     for q in r.phases.iter().filter(|q| q.id != p.id) {
         if q.start_ns >= p.start_ns && q.end_ns <= p.end_ns && q.end_ns > q.start_ns {
+            // threads that only ran the inner phase join with its counters
+            let had = merged.per_thread.len();
             for (a, b) in merged.per_thread.iter_mut().zip(&q.per_thread) {
                 a.add(b);
             }
+            merged
+                .per_thread
+                .extend(q.per_thread.iter().skip(had).cloned());
             merged.accesses += q.accesses;
             merged.thread_ns += q.thread_ns;
         }
