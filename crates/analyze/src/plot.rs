@@ -621,6 +621,15 @@ fn dram_node(r: &crate::record::Record) -> Option<Option<u16>> {
     }
 }
 
+/// Double the bin width of every node's series: merge pairs of bins.
+fn double_bins(counts: &mut HashMap<Option<u16>, Vec<u64>>, width: &mut u64, nbins: &mut usize) {
+    *width *= 2;
+    for v in counts.values_mut() {
+        *v = v.chunks(2).map(|c| c.iter().sum()).collect();
+    }
+    *nbins = nbins.div_ceil(2);
+}
+
 /// Per-node DRAM samples over time, one line per node (the node whose memory served the
 /// sample; `node ?` for remote DRAM samples whose page node is unknown). Bins are `bin_ns`
 /// wide from the earliest sample, merged pairwise when more than `max_bins` are needed.
@@ -657,13 +666,7 @@ pub fn node_traffic(
             let o = origin.unwrap();
             let mut bin = ((t - o) / width) as usize;
             while bin >= max_bins || nbins > max_bins {
-                // Double the width: merge pairs of bins.
-                width *= 2;
-                for v in counts.values_mut() {
-                    let merged: Vec<u64> = v.chunks(2).map(|c| c.iter().sum()).collect();
-                    *v = merged;
-                }
-                nbins = nbins.div_ceil(2);
+                double_bins(&mut counts, &mut width, &mut nbins);
                 bin = ((t - o) / width) as usize;
             }
             let v = counts.entry(node).or_default();
@@ -678,12 +681,7 @@ pub fn node_traffic(
     // gives a few meaningful bins instead of many of zero or one
     if opts.bin_ns == 0 {
         while nbins > 2 && sum.selected < 10 * nbins as u64 {
-            width *= 2;
-            for v in counts.values_mut() {
-                let merged: Vec<u64> = v.chunks(2).map(|c| c.iter().sum()).collect();
-                *v = merged;
-            }
-            nbins = nbins.div_ceil(2);
+            double_bins(&mut counts, &mut width, &mut nbins);
         }
     }
     let series = series_of(counts.keys().copied().collect());
