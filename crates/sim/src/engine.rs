@@ -2274,10 +2274,16 @@ fn zero_fill(th: &mut Thread, sh: &mut Shared, node: usize, size: PageSize) -> f
 /// time as fault time. Returns that time; the caller adds it to the reference's cost.
 fn take_fault(th: &mut Thread, sh: &mut Shared, node: usize, size: PageSize) -> f64 {
     let ns = zero_fill(th, sh, node, size);
-    sh.mmap_lock.fault(th.task.index(), th.node);
-    th.epoch_faults += 1;
+    pass_mmap_lock(th, sh);
     th.s.fault_ns += ns;
     ns
+}
+
+/// A page fault's pass over its process's mmap_lock line (os/mmap_lock.rs), which every
+/// fault takes: first touch, next-touch and lazy migration, NUMA hinting faults.
+fn pass_mmap_lock(th: &mut Thread, sh: &mut Shared) {
+    sh.mmap_lock.fault(th.task.index(), th.node);
+    th.epoch_faults += 1;
 }
 
 /// How long a fault of a thread on `cpu_node` allocating a folio of `size` on `node` takes:
@@ -2585,6 +2591,11 @@ fn slow_path(
         // a migration entry: the fault sleeps until the copy is mapped (migration_entry.rs)
         waited = migration_entry_wait(th, sh, addr);
         if !sh.os.pt.try_get(addr).needs_fault_beyond_migration() {
+            // a touch inside the copy's window faults on the migration entry, taking the
+            // mmap_lock before it sleeps; one before or after it does not fault
+            if waited > 0.0 {
+                pass_mmap_lock(th, sh);
+            }
             return Ok(waited);
         }
     }
@@ -2621,6 +2632,9 @@ fn slow_path_after_wait(
         let more = if pte.needs_fault_beyond_migration() {
             slow_path_after_wait(th, sh, addr, pte)?
         } else {
+            // the fault (lazy) or the SIGSEGV's fault (user-space next-touch) took the
+            // mmap_lock; the paths below pass it for a fault that goes on there
+            pass_mmap_lock(th, sh);
             0.0
         };
         return Ok(ns + more);
@@ -2635,6 +2649,9 @@ fn slow_path_after_wait(
         th.s.faults += 1;
         return Ok(ns);
     }
+    // a fault that finds the page present (kernel next-touch, a hint fault, a protection
+    // cleared) is a page fault too: it takes the mmap_lock as a first touch does
+    pass_mmap_lock(th, sh);
     let size = pte.size();
     let start = size.align_down(addr);
     let mut ns = 0.0;

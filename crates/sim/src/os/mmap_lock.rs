@@ -13,7 +13,8 @@
 //! nanosecond, however many threads fault. (G14 names this contention for Metis's
 //! fault-heavy start, reference/workloads.md §4.4.)
 //!
-//! The model: per process, each first-touch fault adds `hold` = 2 × the expected transfer to
+//! The model: per process, each fault (a first touch, a next-touch or lazy-migration fault, a
+//! hinting fault, a sleep on a migration entry) adds `hold` = 2 × the expected transfer to
 //! its epoch's busy time, the expectation over the process's other threads' nodes (an on-chip
 //! transfer, `llc_hit_ns`, from a thread of the same node; the idle latency between the nodes
 //! otherwise). Like a memory controller (memsys.rs), the line serves one nanosecond of hold
@@ -23,8 +24,10 @@
 //! cache: no hold.
 //!
 //! Left out: the page allocator's zone lock and the LRU lock (batched per CPU for 4 KiB
-//! pages), the page-table locks (split per page-table page), hint and migration faults; the
-//! expected transfer is computed from the threads' nodes at the start of the run.
+//! pages), the page-table locks (split per page-table page), the lock's writers (mmap,
+//! munmap, mprotect exclude faults), Linux 6.4's per-VMA locks (anonymous faults no longer
+//! take the mmap_lock there); the expected transfer is computed from the threads' nodes at
+//! the start of the run.
 
 /// Each process's mmap_lock line: hold time per fault and the queue of faults on it.
 pub struct MmapLock {
