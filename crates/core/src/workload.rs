@@ -149,6 +149,11 @@ pub trait AddressSpace {
         false
     }
 
+    /// The host could not allocate `bytes` for the workload's own host-side data (`what`, e.g.
+    /// a pointer chase's visiting order): the run stops with an error naming the size rather
+    /// than aborting the process, and [`refused`](Self::refused) says so from then on.
+    fn host_memory_refused(&mut self, what: &str, bytes: u64);
+
     /// Map a program's static arrays as the compiler and linker lay them out in its `.bss`
     /// (Fortran COMMON blocks, C globals): one anonymous mapping named `segment`, every array
     /// at the next multiple of its `align` after the previous one and no gap beyond that, so

@@ -454,6 +454,10 @@ impl AddressSpace for BuildSpace<'_> {
     fn refused(&self) -> bool {
         self.os.map_refused.is_some()
     }
+
+    fn host_memory_refused(&mut self, what: &str, bytes: u64) {
+        self.os.refuse_host_memory(what, bytes);
+    }
 }
 
 impl Simulator {

@@ -102,6 +102,12 @@ impl AddressSpace for BumpSpace {
         }
         offsets.into_iter().map(|o| base + o).collect()
     }
+
+    /// Test and inspection tooling only (the simulator reports this as an error): there is
+    /// no run to stop, so say what could not be allocated.
+    fn host_memory_refused(&mut self, what: &str, bytes: u64) {
+        panic!("the host could not allocate {bytes} bytes for {what}");
+    }
 }
 
 /// What one thread program emitted.

@@ -270,6 +270,10 @@ impl AddressSpace for Shifted<'_> {
     fn refused(&self) -> bool {
         self.inner.refused()
     }
+
+    fn host_memory_refused(&mut self, what: &str, bytes: u64) {
+        self.inner.host_memory_refused(what, bytes)
+    }
 }
 
 impl Workload for Mix {

@@ -181,7 +181,9 @@ impl Workload for MlcLoaded {
             // the run stops with the refusal: no chain to build
             return Vec::new();
         }
-        let order: Arc<[u32]> = self.chase.chain().into();
+        let Some(order) = self.chase.chain(mem) else {
+            return Vec::new();
+        };
         let mut lat = Script::new(PHASES);
         self.chase.push_init(&mut lat, base);
         lat.barrier();

@@ -112,9 +112,18 @@ impl ChaseParams {
 
     /// The order in which the chase visits the buffer's lines (line indices; the cycle closes
     /// from the last back to the first).
-    pub fn chain(&self) -> Vec<u32> {
+    ///
+    /// The order takes 4 bytes of host memory per simulated line (16 GiB for a 256 GiB
+    /// buffer); where the host cannot allocate it the run is stopped through `mem` with an
+    /// error naming the size (`None`), not aborted.
+    pub fn chain(&self, mem: &mut dyn AddressSpace) -> Option<Arc<[u32]>> {
         let lines_per_page = self.page.unwrap_or(PageSize::Base4K).bytes() / LINE_BYTES;
-        chain_order(self.lines(), lines_per_page, self.variant, self.seed)
+        let order = chain_order(self.lines(), lines_per_page, self.variant, self.seed);
+        if order.is_none() {
+            let bytes = self.lines() * std::mem::size_of::<u32>() as u64;
+            mem.host_memory_refused("the pointer chase's visiting order", bytes);
+        }
+        order.map(Arc::from)
     }
 
     /// `key=value` list for names.
@@ -197,25 +206,35 @@ pub(crate) fn probe_buffer_options(page: Option<PageSize>, mem_node: Option<u16>
 /// directly (line 0 first, Fisher–Yates over lines 1..n), which is the same distribution and
 /// spares a second pass over the permutation to expand it. `PageLocal`: pages of
 /// `lines_per_page` lines in random order, each page's lines in random order.
-pub fn chain_order(lines: u64, lines_per_page: u64, variant: Variant, seed: u64) -> Vec<u32> {
+///
+/// `None` when the host cannot allocate the order (4 bytes a line).
+pub fn chain_order(
+    lines: u64,
+    lines_per_page: u64,
+    variant: Variant,
+    seed: u64,
+) -> Option<Vec<u32>> {
     assert!(lines <= u32::MAX as u64 + 1, "at most 2^32 lines");
     let n = lines as usize;
     let mut rng = SplitMix64::new(seed);
+    let mut order: Vec<u32> = Vec::new();
+    order.try_reserve_exact(n).ok()?;
     match variant {
         Variant::FullRandom => {
-            let mut order: Vec<u32> = (0..n as u64).map(|i| i as u32).collect();
+            order.extend((0..n as u64).map(|i| i as u32));
             for i in (2..n).rev() {
                 let j = 1 + rng.below(i as u64) as usize;
                 order.swap(i, j);
             }
-            order
+            Some(order)
         }
         Variant::PageLocal => {
             let lpp = lines_per_page.max(1) as usize;
             let pages = n.div_ceil(lpp);
-            let mut page_order: Vec<u32> = (0..pages as u64).map(|p| p as u32).collect();
+            let mut page_order: Vec<u32> = Vec::new();
+            page_order.try_reserve_exact(pages).ok()?;
+            page_order.extend((0..pages as u64).map(|p| p as u32));
             shuffle(&mut page_order, &mut rng);
-            let mut order = Vec::with_capacity(n);
             for p in page_order {
                 let start = order.len();
                 let lo = p as usize * lpp;
@@ -223,7 +242,7 @@ pub fn chain_order(lines: u64, lines_per_page: u64, variant: Variant, seed: u64)
                 order.extend((lo..hi).map(|l| l as u32));
                 shuffle(&mut order[start..], &mut rng);
             }
-            order
+            Some(order)
         }
     }
 }
@@ -314,7 +333,9 @@ impl Workload for PtrChase {
             // the run stops with the refusal: no chain to build
             return Vec::new();
         }
-        let order: Arc<[u32]> = self.params.chain().into();
+        let Some(order) = self.params.chain(mem) else {
+            return Vec::new();
+        };
         let mut s = Script::new(PHASES);
         self.params.push_init(&mut s, base);
         self.params.push_chase(&mut s, base, &order);
@@ -338,7 +359,7 @@ mod tests {
 
     #[test]
     fn full_random_is_one_cycle_over_all_lines() {
-        let o = chain_order(10_000, 64, Variant::FullRandom, 1);
+        let o = chain_order(10_000, 64, Variant::FullRandom, 1).unwrap();
         assert!(is_permutation(&o));
         assert_eq!(o[0], 0);
         // successor array of the cycle: following it from 0 visits every line once
@@ -355,17 +376,21 @@ mod tests {
             }
         }
         assert_eq!(steps, o.len());
-        assert_ne!(o, chain_order(10_000, 64, Variant::FullRandom, 2), "seeded");
+        assert_ne!(
+            o,
+            chain_order(10_000, 64, Variant::FullRandom, 2).unwrap(),
+            "seeded"
+        );
         assert_eq!(
             o,
-            chain_order(10_000, 64, Variant::FullRandom, 1),
+            chain_order(10_000, 64, Variant::FullRandom, 1).unwrap(),
             "deterministic"
         );
     }
 
     #[test]
     fn page_local_finishes_a_page_before_the_next() {
-        let o = chain_order(64 * 50 + 10, 64, Variant::PageLocal, 3);
+        let o = chain_order(64 * 50 + 10, 64, Variant::PageLocal, 3).unwrap();
         assert!(is_permutation(&o));
         let page_changes = o.windows(2).filter(|w| w[0] / 64 != w[1] / 64).count();
         assert_eq!(page_changes, 50, "51 pages, visited one after the other");

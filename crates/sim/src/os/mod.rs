@@ -128,6 +128,8 @@ pub struct VmStat {
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum OsError {
+    #[error("the host cannot allocate {} GiB for {what} (the simulator's own data for this run, not simulated memory); run it on a host with more free memory or shrink the workload", gib(*bytes))]
+    HostMemory { what: String, bytes: u64 },
     #[error("mmap of '{name}' refused: {} GiB is more than the machine's {} GiB of memory (Linux's heuristic overcommit refuses a mapping larger than RAM + swap); shrink the workload or pick a larger machine", gib(*bytes), gib(*total))]
     MapTooLarge {
         name: String,
@@ -345,7 +347,7 @@ impl Os {
         let start = self.next_va.div_ceil(align) * align;
         // one unmapped 2 MiB guard between mappings, so overruns fault instead of aliasing
         self.next_va = start + len + PageSize::Huge2M.bytes();
-        self.pt.grow_to(self.next_va);
+        self.grow_page_table(name);
         self.regions.push(Region {
             task,
             start,
@@ -357,6 +359,23 @@ impl Os {
             hugetlb,
         });
         start
+    }
+
+    /// The host-side page table up to `next_va`; where the host cannot allocate it the run
+    /// stops with that error (the mapping's name says whose).
+    fn grow_page_table(&mut self, name: &str) {
+        if let Err(bytes) = self.pt.grow_to(self.next_va) {
+            self.refuse_host_memory(&format!("the page table of mapping '{name}'"), bytes);
+        }
+    }
+
+    /// The host could not allocate `bytes` for `what`: the run stops with that error once the
+    /// workload is built (the first refusal is the one reported).
+    pub fn refuse_host_memory(&mut self, what: &str, bytes: u64) {
+        self.map_refused.get_or_insert(OsError::HostMemory {
+            what: what.to_string(),
+            bytes,
+        });
     }
 
     /// `malloc(bytes)` from `task`'s hugetlbfs heap (libhugetlbfs's morecore.c): the library
@@ -395,7 +414,7 @@ impl Os {
         let used = start + bytes.max(1) - r.start;
         r.len = used.div_ceil(unit) * unit;
         self.next_va = r.end() + guard;
-        self.pt.grow_to(self.next_va);
+        self.grow_page_table("[heap]");
         self.heaps[task.index()] = Some((ri, used));
         start
     }

@@ -119,12 +119,18 @@ impl PageTable {
         }
     }
 
-    /// Make room for virtual addresses up to `end`.
-    pub fn grow_to(&mut self, end: u64) {
+    /// Make room for virtual addresses up to `end`; `Err(bytes)` when the host cannot
+    /// allocate the entries (4 bytes per simulated 4 KiB), nothing changed then.
+    pub fn grow_to(&mut self, end: u64) -> Result<(), u64> {
         let n = ((end - VA_BASE) >> 12) as usize;
         if n > self.entries.len() {
+            let more = n - self.entries.len();
+            self.entries
+                .try_reserve_exact(more)
+                .map_err(|_| (more * std::mem::size_of::<Pte>()) as u64)?;
             self.entries.resize(n, Pte::default());
         }
+        Ok(())
     }
 
     #[inline]
