@@ -182,9 +182,10 @@ type PageCounts = (u64, u64, Vec<(Option<u16>, u64)>);
 /// How an axis labels its ticks.
 #[derive(Clone, Debug)]
 enum Axis {
-    /// Nanoseconds since `origin_ns` (the first sample: perf's clock counts from boot),
-    /// shown in the unit that suits the span (ns, µs, ms or s).
-    Time { origin_ns: f64 },
+    /// Nanoseconds since the picture's origin (the first sample: perf's clock counts from
+    /// boot), shown in the unit that suits the span (ns, µs, ms or s). Scenes give x from that
+    /// origin, so that plotters' round tick values are round times.
+    Time,
     /// Byte addresses, in hex.
     Address,
     /// Counts.
@@ -209,19 +210,19 @@ impl Axis {
     /// The axis name with its unit, for a range `r`.
     fn name(&self, what: &str, r: (f64, f64)) -> String {
         match self {
-            Axis::Time { .. } => format!("{what} ({})", time_unit(r.1 - r.0).1),
+            Axis::Time => format!("{what} ({})", time_unit(r.1 - r.0).1),
             _ => what.to_string(),
         }
     }
 
     fn tick(&self, v: f64, r: (f64, f64)) -> String {
         match self {
-            Axis::Time { origin_ns } => {
+            Axis::Time => {
                 let (div, _) = time_unit(r.1 - r.0);
                 // enough decimals to tell neighbouring ticks (about 8 over the span) apart
                 let step = (r.1 - r.0) / div / 8.0;
                 let decimals = (-step.log10().floor()).clamp(0.0, 6.0) as usize;
-                format!("{:.decimals$}", (v - origin_ns) / div)
+                format!("{:.decimals$}", v / div)
             }
             Axis::Address => format!("{:#x}", v.max(0.0) as u64),
             Axis::Count => {
@@ -581,17 +582,15 @@ pub fn access_map(
         x: if points.is_empty() {
             (0.0, 1.0)
         } else {
-            (tmin as f64, tmax as f64)
+            (0.0, (tmax - tmin) as f64)
         },
         y: y_range,
-        x_axis: Axis::Time {
-            origin_ns: if points.is_empty() { 0.0 } else { tmin as f64 },
-        },
+        x_axis: Axis::Time,
         y_axis,
         rects: Vec::new(),
         points: points
             .iter()
-            .map(|&(t, a, n)| (t as f64, y_of(a), node_colour(n)))
+            .map(|&(t, a, n)| ((t - tmin) as f64, y_of(a), node_colour(n)))
             .collect(),
         point_px: 2,
         lines: Vec::new(),
@@ -685,7 +684,6 @@ pub fn node_traffic(
         }
     }
     let series = series_of(counts.keys().copied().collect());
-    let o = origin.unwrap_or(0) as f64;
     let ymax = counts
         .values()
         .flat_map(|v| v.iter().copied())
@@ -698,7 +696,7 @@ pub fn node_traffic(
             let pts = (0..nbins)
                 .map(|i| {
                     let c = v.get(i).copied().unwrap_or(0);
-                    (o + (i as f64 + 0.5) * width as f64, c as f64)
+                    ((i as f64 + 0.5) * width as f64, c as f64)
                 })
                 .collect();
             (pts, node_colour(*n))
@@ -715,9 +713,9 @@ pub fn node_traffic(
             sum.samples,
             few_note(sum.selected)
         ),
-        x: (o, o + nbins.max(1) as f64 * width as f64),
+        x: (0.0, nbins.max(1) as f64 * width as f64),
         y: (0.0, (ymax.max(1) as f64) * 1.05),
-        x_axis: Axis::Time { origin_ns: o },
+        x_axis: Axis::Time,
         y_axis: Axis::Count,
         rects: Vec::new(),
         points: Vec::new(),

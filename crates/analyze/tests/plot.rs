@@ -364,9 +364,18 @@ fn pictures_carry_their_text_and_say_what_colour_means() {
     );
     assert!(has_text(w, &px, h - KEY_PX..h), "the colour key");
 
-    // SVG: the same words, readable
+    // SVG: the same words, readable; the samples' clock starts at an odd time since boot, as
+    // perf's does
+    let since_boot: Vec<AccessSample> = r
+        .samples
+        .iter()
+        .map(|s| AccessSample {
+            time_ns: s.time_ns + 123_456_789_017,
+            ..*s
+        })
+        .collect();
     let svg = tmp("text.svg");
-    access_map(&mut source(&r.samples), &svg, &opts()).unwrap();
+    access_map(&mut source(&since_boot), &svg, &opts()).unwrap();
     let (.., text) = svg_colours(&svg);
     assert!(
         text.contains("colour = node of the CPU that made the access"),
@@ -386,6 +395,17 @@ fn pictures_carry_their_text_and_say_what_colour_means() {
         ticks.iter().copied().fold(f64::INFINITY, f64::min)
             < ticks.iter().copied().fold(0.0, f64::max) / 2.0,
         "{ticks:?}"
+    );
+    // and round: every tick a multiple of the step between them (plotters' 1, 2, 5 × 10^k),
+    // not round values of the clock since boot shifted by the first sample's time
+    let mut sorted = ticks.clone();
+    sorted.sort_by(f64::total_cmp);
+    let step = sorted[1] - sorted[0];
+    assert!(
+        sorted
+            .iter()
+            .all(|t| ((t / step) - (t / step).round()).abs() < 1e-6),
+        "time ticks are not round: {sorted:?}"
     );
     assert!(
         text.lines().any(|l| l.starts_with("0x")),
