@@ -373,6 +373,10 @@ struct Framed<R> {
     body_left: u64,
     /// The end-of-stream marker passed (or the source ended): pass the rest through.
     done: bool,
+    /// The end-of-stream marker was read: the writer finished the stream. arrow-ipc takes a
+    /// source ending between messages as the end too, so without this a file cut right after
+    /// a batch read as complete.
+    marker: bool,
 }
 
 impl<R: Read> Framed<R> {
@@ -384,6 +388,7 @@ impl<R: Read> Framed<R> {
             at: 0,
             body_left: 0,
             done: false,
+            marker: false,
         }
     }
 
@@ -418,6 +423,7 @@ impl<R: Read> Framed<R> {
         let len = i32::from_le_bytes(self.pending[n - 4..].try_into().expect("4 bytes"));
         if len == 0 {
             self.done = true; // the end-of-stream marker
+            self.marker = true;
             return Ok(None);
         }
         let len = usize::try_from(len)
@@ -466,6 +472,38 @@ impl<R: Read> Framed<R> {
         self.layout = schema_layout(&schema)?;
         self.body_left = body;
         Ok(())
+    }
+
+    /// Why the stream is not a numalab `want` file, its schema having failed to read for
+    /// `why`. A file that does not even start like an Arrow message is said to be neither
+    /// format the readers know: "the file ends inside its first message" misled about a
+    /// perf.data file whose magic was damaged (the readers are picked by that magic).
+    fn not_arrow(&mut self, want: &str, why: String) -> String {
+        let (marker, n) = ([0xffu8; 4], self.pending.len().min(4));
+        if self.pending[..n] == marker[..n] {
+            return format!("not an Arrow IPC stream (expected a numalab {want} file): {why}");
+        }
+        // the first 8 bytes, to show a magic (only 4 may have been read)
+        let short = 8usize.saturating_sub(self.pending.len());
+        let _ = self.take(short);
+        let first = &self.pending[..self.pending.len().min(8)];
+        let hex: Vec<String> = first.iter().map(|b| format!("{b:02X}")).collect();
+        let mut starts = hex.join(" ");
+        if first.iter().all(|b| b.is_ascii_graphic()) {
+            starts += &format!(" (\"{}\")", String::from_utf8_lossy(first));
+        }
+        if want == "samples" {
+            format!(
+                "not an Arrow IPC stream nor a perf.data file: neither numalab's Arrow samples \
+                 (which start with an Arrow message, FF FF FF FF) nor perf.data (no PERFILE2 \
+                 magic); it starts with {starts}"
+            )
+        } else {
+            format!(
+                "not an Arrow IPC stream (expected a numalab {want} file): it starts with \
+                 {starts}, not with an Arrow message (FF FF FF FF)"
+            )
+        }
     }
 
     /// Read and check the next message (after the schema) into `pending`.
@@ -706,12 +744,9 @@ fn stream_reader<R: Read>(
     want: &str,
 ) -> Result<StreamReader<Framed<R>>, Error> {
     let mut src = Framed::new(src);
-    src.read_schema().map_err(|why| {
-        Error::new(
-            path,
-            format!("not an Arrow IPC stream (expected a numalab {want} file): {why}"),
-        )
-    })?;
+    if let Err(why) = src.read_schema() {
+        return Err(Error::new(path, src.not_arrow(want, why)));
+    }
     let reader = StreamReader::try_new(src, None).map_err(|e| {
         Error::new(
             path,
@@ -946,15 +981,16 @@ impl<R: Read> SampleReader<R> {
             return Ok(None);
         }
         match self.reader.next() {
+            // the source ended between messages: the writer never finished the stream
+            None if !self.reader.get_ref().marker => {
+                self.note_cut(" (the stream lacks its end-of-stream marker)");
+                Ok(None)
+            }
             None => Ok(None),
             Some(Err(ArrowError::IoError(_, e)))
                 if e.kind() == std::io::ErrorKind::UnexpectedEof =>
             {
-                let size = std::fs::metadata(&self.path).map(|m| m.len());
-                self.truncated = Some(match size {
-                    Ok(n) => format!("truncated at byte {n}: {} records read", self.rows_read),
-                    Err(_) => format!("truncated: {} records read", self.rows_read),
-                });
+                self.note_cut("");
                 Ok(None)
             }
             Some(Err(e)) => Err(Error::new(
@@ -966,6 +1002,15 @@ impl<R: Read> SampleReader<R> {
                 Ok(Some(b))
             }
         }
+    }
+
+    /// Ends the reading as cut short, saying where and after how many records, then `how`.
+    fn note_cut(&mut self, how: &str) {
+        let read = self.rows_read;
+        self.truncated = Some(match std::fs::metadata(&self.path) {
+            Ok(m) => format!("truncated at byte {}: {read} records read{how}", m.len()),
+            Err(_) => format!("truncated: {read} records read{how}"),
+        });
     }
 }
 

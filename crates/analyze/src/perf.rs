@@ -1247,11 +1247,20 @@ fn implausible_feature_section(file: &mut File, file_len: u64) -> Option<String>
     };
     let data_offset = word(&header, HEADER_DATA_OFFSET as usize);
     let data_size = word(&header, HEADER_DATA_SIZE);
+    // A data section running past the end is a cut recording, read to its last record (the
+    // truncation path); one starting past the end, or whose end overflows, is corruption (the
+    // parser said only "failed to fill whole buffer", or "Invalid argument" from a seek
+    // beyond 2^63).
     let Some(data_end) = data_offset.checked_add(data_size) else {
         return Some(format!(
-            "its data section ({data_size} bytes at offset {data_offset}) overflows"
+            "its header's data section (data.offset {data_offset} + data.size {data_size} bytes) overflows a 64-bit file offset"
         ));
     };
+    if data_offset > file_len {
+        return Some(format!(
+            "its header's data section starts at data.offset {data_offset}, beyond the file's end ({file_len} bytes)"
+        ));
+    }
     if let Some(why) = attr_sections_overrun(file, &header, file_len, &word) {
         return Some(why);
     }

@@ -82,6 +82,53 @@ fn unknown_fields_stay_unknown_and_batches_are_bounded() {
 }
 
 #[test]
+fn a_stream_without_its_end_of_stream_marker_is_reported_cut() {
+    let recs: Vec<Record> = (0..100).map(|i| Record::from_sample(sample(i))).collect();
+    let bytes = write(&recs, 10);
+    assert_eq!(
+        bytes[bytes.len() - 8..],
+        [0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]
+    );
+    let read_all = |b: &[u8], path: &std::path::Path| {
+        let mut r = SampleReader::new(Cursor::new(b.to_vec()), path).unwrap();
+        let mut n = 0;
+        while let Some(b) = r.next_batch().unwrap() {
+            n += b.records.len();
+        }
+        (n, r.truncated())
+    };
+    // Every batch is whole, but the writer never finished: the file was cut between
+    // messages. The records are read, and the reader says so.
+    let missing = &bytes[..bytes.len() - 8];
+    let path = std::env::temp_dir().join(format!("numalab-no-eos-{}.arrows", std::process::id()));
+    std::fs::write(&path, missing).unwrap();
+    assert_eq!(
+        read_all(missing, &path),
+        (
+            100,
+            Some(format!(
+                "truncated at byte {}: 100 records read (the stream lacks its end-of-stream marker)",
+                missing.len()
+            ))
+        )
+    );
+    std::fs::remove_file(&path).ok();
+    // part of the marker left, and no file to take a size from
+    for keep in [2, 5] {
+        let cut = &bytes[..bytes.len() - 8 + keep];
+        let (n, t) = read_all(cut, std::path::Path::new("cut.arrows"));
+        assert_eq!(n, 100);
+        let t = t.unwrap_or_else(|| panic!("{keep} bytes of the marker: not said to be cut"));
+        assert!(t.starts_with("truncated: 100 records read"), "{t}");
+    }
+    // the whole marker: complete
+    assert_eq!(
+        read_all(&bytes, std::path::Path::new("whole.arrows")),
+        (100, None)
+    );
+}
+
+#[test]
 fn truncated_and_foreign_files_give_clear_errors() {
     let recs: Vec<Record> = (0..100).map(|i| Record::from_sample(sample(i))).collect();
     let bytes = write(&recs, 10);

@@ -451,48 +451,142 @@ fn bytes_attr(n: &roxmltree::Node, name: &str) -> Result<Option<u64>, String> {
 }
 
 /// Deepest element nesting hwloc's files reach is about 15 (Machine, Package, Die, Group,
-/// L3 ... L1, Core, PU); anything near this is not a topology, and walking it would
+/// L3 ... L1, Core, PU); anything near this is not a topology, and parsing it would
 /// exhaust the stack.
 pub const MAX_XML_DEPTH: usize = 256;
 
-/// The element nesting depth of `xml`, scanning tags without building a tree (attribute
-/// values may hold '>' but never '<', comments and declarations are skipped). Stops
-/// counting once past `limit`.
+/// roxmltree (0.20) expands a reference to an entity in text by parsing the entity's value
+/// as content, nesting such expansions at most this deep.
+const XML_ENTITY_NESTING: usize = 10;
+
+/// An upper bound on how deep roxmltree's parser will recurse on `xml`: it recurses once per
+/// open element, and an entity expanded in text adds its value's own nesting. Stops counting
+/// once past `limit`.
+///
+/// The scan follows roxmltree's tokenizer so that it cannot be fooled: a `</` inside a
+/// comment, CDATA section, processing instruction, DOCTYPE or quoted attribute value
+/// (nesting 20 000 `<object><!--</x>-->` passed a plain count of `<` and `</`, then
+/// overflowed the stack) closes nothing. Where the text is not well-formed roxmltree stops
+/// with an error, so the scan may stop or overcount there.
 fn xml_depth(xml: &str, limit: usize) -> usize {
-    let b = xml.as_bytes();
+    let mut entity = 0;
+    let depth = content_depth(xml.as_bytes(), limit, Some(&mut entity));
+    depth.saturating_add(entity.saturating_mul(XML_ENTITY_NESTING))
+}
+
+/// The end of the first `pat` in `b` from `from`: where scanning resumes after it.
+fn past(b: &[u8], from: usize, pat: &[u8]) -> Option<usize> {
+    let at = b.get(from..)?.windows(pat.len()).position(|w| w == pat)?;
+    Some(from + at + pat.len())
+}
+
+/// The deepest element nesting of content `b` (a document, or an entity's value when
+/// `entity` is None); the deepest nesting of the DOCTYPE's entity values goes to `entity`.
+fn content_depth(b: &[u8], limit: usize, mut entity: Option<&mut usize>) -> usize {
     let (mut i, mut depth, mut max) = (0, 0usize, 0usize);
-    while i < b.len() && max <= limit {
-        if b[i] != b'<' {
-            i += 1;
-            continue;
-        }
-        match b.get(i + 1) {
-            Some(b'/') => depth = depth.saturating_sub(1),
-            Some(b'?') | Some(b'!') => {}
-            Some(_) => {
-                // find the tag's end, outside quoted attribute values
-                let mut j = i + 1;
-                let mut quote = None;
-                while j < b.len() {
-                    match (quote, b[j]) {
-                        (None, q @ (b'"' | b'\'')) => quote = Some(q),
-                        (Some(q), c) if c == q => quote = None,
-                        (None, b'>') => break,
-                        _ => {}
-                    }
-                    j += 1;
+    while max <= limit {
+        let Some(lt) = b[i..].iter().position(|&c| c == b'<').map(|k| i + k) else {
+            break;
+        };
+        let rest = &b[lt..];
+        let next = if rest.starts_with(b"<!--") {
+            past(b, lt + 4, b"-->")
+        } else if rest.starts_with(b"<![CDATA[") {
+            past(b, lt + 9, b"]]>")
+        } else if rest.starts_with(b"<?") {
+            past(b, lt + 2, b"?>")
+        } else if rest.starts_with(b"<!DOCTYPE") {
+            // only the document's prolog may hold one, never an entity's value
+            entity
+                .as_deref_mut()
+                .and_then(|e| doctype_end(b, lt + 9, limit, e))
+        } else if rest.starts_with(b"<!") {
+            None // roxmltree knows no other declaration
+        } else if rest.starts_with(b"</") {
+            depth = depth.saturating_sub(1);
+            Some(lt + 2)
+        } else {
+            // a start tag: its end is the first '>' outside quoted attribute values (a value
+            // may hold '>'; one holding '<' stops roxmltree)
+            let mut j = lt + 1;
+            let mut quote = None;
+            while j < b.len() {
+                match (quote, b[j]) {
+                    (None, q @ (b'"' | b'\'')) => quote = Some(q),
+                    (Some(q), c) if c == q => quote = None,
+                    (None, b'>') => break,
+                    _ => {}
                 }
-                if b.get(j.wrapping_sub(1)) != Some(&b'/') {
-                    depth += 1;
-                    max = max.max(depth);
-                }
-                i = j;
+                j += 1;
             }
-            None => {}
+            // `<x/>` opens nothing (its '/' comes right before the '>', outside any value)
+            if b[j - 1] != b'/' || j == b.len() {
+                depth += 1;
+                max = max.max(depth);
+            }
+            Some(j + 1)
+        };
+        match next {
+            Some(n) => i = n.min(b.len()),
+            None => break, // unterminated or not XML: roxmltree stops here
         }
-        i += 1;
     }
     max
+}
+
+/// Where the DOCTYPE whose keyword ends at `from` ends, as roxmltree reads it; the deepest
+/// element nesting of its entity values raises `entity`. None where roxmltree would stop.
+fn doctype_end(b: &[u8], from: usize, limit: usize, entity: &mut usize) -> Option<usize> {
+    // the name and external ID (quoted literals), up to the internal subset or the end
+    let mut j = from;
+    loop {
+        match *b.get(j)? {
+            q @ (b'"' | b'\'') => j = past(b, j + 1, &[q])?,
+            b'[' => break,
+            b'>' => return Some(j + 1),
+            _ => j += 1,
+        }
+    }
+    j += 1;
+    loop {
+        while matches!(b.get(j), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            j += 1;
+        }
+        let rest = b.get(j..)?;
+        j = if rest.starts_with(b"<!ENTITY") {
+            // name, then a quoted value or external ID literals, then '>'
+            let mut k = j + 8;
+            loop {
+                match *b.get(k)? {
+                    q @ (b'"' | b'\'') => {
+                        let end = past(b, k + 1, &[q])?;
+                        let value = &b[k + 1..end - 1];
+                        *entity = (*entity).max(content_depth(value, limit, None));
+                        k = end;
+                    }
+                    b'>' => break k + 1,
+                    _ => k += 1,
+                }
+            }
+        } else if rest.starts_with(b"<!--") {
+            past(b, j + 4, b"-->")?
+        } else if rest.starts_with(b"<?") {
+            past(b, j + 2, b"?>")?
+        } else if rest.starts_with(b"<!ELEMENT")
+            || rest.starts_with(b"<!ATTLIST")
+            || rest.starts_with(b"<!NOTATION")
+        {
+            past(b, j, b">")?
+        } else if rest.starts_with(b"]") {
+            j += 1;
+            while matches!(b.get(j), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+                j += 1;
+            }
+            return (b.get(j) == Some(&b'>')).then_some(j + 1);
+        } else {
+            return None;
+        };
+    }
 }
 
 fn cpuset_of(n: &roxmltree::Node, origin: &str) -> Result<Option<BTreeSet<u32>>, MachineError> {

@@ -610,6 +610,78 @@ fn a_negative_memory_size_and_absurd_nesting_are_errors() {
     assert!(e.contains("nested more than 256 deep"), "{e}");
 }
 
+/// `depth` groups nested, each followed by `junk` (which holds a closing tag that closes
+/// nothing), in a topology.
+fn nested_groups(depth: usize, junk: &str) -> String {
+    format!(
+        "<?xml version=\"1.0\"?><topology>{}{}</topology>",
+        format!("<object type=\"Group\">{junk}").repeat(depth),
+        "</object>".repeat(depth)
+    )
+}
+
+#[test]
+fn nesting_hidden_behind_closing_tags_in_comments_cdata_or_instructions_is_refused() {
+    // Each `</x>` here is text, not a tag: counting it as one let 20 000 levels through to
+    // the parser, which recurses per level and overflowed the stack (without the fix this
+    // test aborts the test binary).
+    let d = HwlocDefaults::default();
+    for junk in ["<!--</x>-->", "<![CDATA[</x>]]>", "<?pi </x>?>"] {
+        let deep = nested_groups(20_000, junk);
+        let e = import_str(&deep, "deep.xml", "deep", &d)
+            .expect_err(junk)
+            .to_string();
+        assert!(
+            e.contains("deep.xml") && e.contains("nested more than 256 deep"),
+            "{junk}: {e}"
+        );
+    }
+    // an entity's value is parsed where it is referenced, so its nesting counts too
+    let value = format!(
+        "{}{}",
+        "<object type='Group'>".repeat(20_000),
+        "</object>".repeat(20_000)
+    );
+    let deep = format!(
+        "<?xml version=\"1.0\"?><!DOCTYPE topology [<!ENTITY g \"{value}\">]><topology>&g;</topology>"
+    );
+    let e = import_str(&deep, "entity.xml", "deep", &d)
+        .expect_err("entity")
+        .to_string();
+    assert!(e.contains("nested more than 256 deep"), "{e}");
+    // 200 levels, with the same junk, is within the limit (and not a topology)
+    let e = import_str(&nested_groups(200, "<!--</x>-->"), "ok.xml", "ok", &d)
+        .expect_err("no PUs")
+        .to_string();
+    assert!(e.contains("no PU objects"), "{e}");
+}
+
+#[test]
+fn a_topology_with_tags_inside_comments_cdata_and_instructions_still_imports() {
+    let xml = std::fs::read_to_string(path("fixtures/v1-opteron6272-8n.xml")).unwrap();
+    let d = HwlocDefaults::default();
+    let plain = import_str(&xml, "t.xml", "t", &d).unwrap();
+    // Tags inside a comment, CDATA section, instruction, DOCTYPE or attribute value are
+    // text: 300 "opening" ones must not count as nesting (a count of every `<name` refused
+    // this), nor closing ones as closes.
+    let opens = "<object type=\"Group\">".repeat(300);
+    let doctype = format!(
+        "<!DOCTYPE topology SYSTEM \"hwloc.dtd\" [<!ENTITY note '<b><b/></b>'> <!-- {opens} </topology> -->]>"
+    );
+    let noisy = xml
+        .replacen("<!DOCTYPE topology SYSTEM \"hwloc.dtd\">", &doctype, 1)
+        .replace(
+            "<object type=\"PU\"",
+            &format!(
+                "<!-- {opens} </object> --><![CDATA[{opens}</object>]]><?numalab {opens}?><object type=\"PU\""
+            ),
+        )
+        .replacen("<object type=\"Machine\"", "<object info=\"a > b / c\" type=\"Machine\"", 1);
+    assert!(noisy.len() > xml.len() + 100_000);
+    let m = import_str(&noisy, "t.xml", "t", &d).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(m, plain);
+}
+
 #[test]
 fn implausible_memory_attributes_are_reported_and_replaced_by_defaults() {
     let xml = std::fs::read_to_string(path("fixtures/2s-cxl-memattrs.xml")).unwrap();
