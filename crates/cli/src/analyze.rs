@@ -19,7 +19,7 @@ pub struct AnalyzeArgs {
     #[arg(long, default_value_t = 6.0)]
     pub hot_page_percent: f64,
     /// Pages, mappings and regions listed.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = crate::numbers::count::<usize>("entries per list", 1..), allow_negative_numbers = true)]
     pub top: usize,
     /// Write the report as JSON (`-`: to standard output, the text report then going to
     /// standard error).
@@ -31,6 +31,102 @@ pub struct AnalyzeArgs {
     /// Picture format: svg or png (both with title, axis labels and a colour key).
     #[arg(long, default_value = "svg", value_parser = ["svg", "png"])]
     pub plot_format: String,
+    /// No progress bar.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+/// The bytes this process has read so far: /proc/self/io's `rchar` (None where the kernel
+/// does not keep it).
+fn bytes_read() -> Option<u64> {
+    let io = std::fs::read_to_string("/proc/self/io").ok()?;
+    io.lines()
+        .find_map(|l| l.strip_prefix("rchar:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// A sample source that moves a progress bar as its batches are read: over the file's bytes,
+/// with the share done and the time left. The readers (crates/analyze) have no progress hook
+/// and keep their file offsets to themselves, so the bytes this process has read since the
+/// file was opened stand for the bytes of the file read: nothing else of size is read while
+/// the samples stream. Where the kernel does not count them, or the file's size is unknown,
+/// the bar is a spinner counting samples. Either appears only once reading takes a while.
+struct Reading<'a> {
+    inner: &'a mut dyn SampleSource,
+    slow: crate::output::SlowBar,
+    /// `rchar` when the file was opened.
+    read_at_open: Option<u64>,
+    samples: u64,
+}
+
+impl<'a> Reading<'a> {
+    /// `read_at_open`: [`bytes_read`] taken before the file was opened.
+    fn new(
+        inner: &'a mut dyn SampleSource,
+        what: &str,
+        file_bytes: u64,
+        read_at_open: Option<u64>,
+        quiet: bool,
+    ) -> Reading<'a> {
+        let read_at_open = read_at_open.filter(|_| file_bytes > 0);
+        let bar = if read_at_open.is_some() {
+            crate::output::bytes_bar(what, file_bytes)
+        } else {
+            crate::output::spinner(&format!(
+                "{{spinner}} {what}: {{human_pos}} samples [{{elapsed_precise}}]"
+            ))
+        };
+        Reading {
+            inner,
+            slow: crate::output::SlowBar::new(bar, quiet),
+            read_at_open,
+            samples: 0,
+        }
+    }
+
+    fn advance(&mut self, samples: usize) {
+        self.samples += samples as u64;
+        let pos = match (self.read_at_open, bytes_read()) {
+            // the side files (placement) are read too: the bar stops at its end
+            (Some(at_open), Some(now)) => now
+                .saturating_sub(at_open)
+                .min(self.slow.bar.length().unwrap_or(0)),
+            _ => self.samples,
+        };
+        self.slow.bar.set_position(pos);
+        self.slow.poke();
+    }
+
+    fn finish(self) {
+        self.slow.bar.finish_and_clear();
+    }
+}
+
+impl SampleSource for Reading<'_> {
+    fn meta(&self) -> &numalab_analyze::FileMeta {
+        self.inner.meta()
+    }
+
+    fn next_batch(&mut self) -> Result<Option<numalab_analyze::Batch>, numalab_analyze::Error> {
+        let b = self.inner.next_batch()?;
+        self.advance(b.as_ref().map_or(0, |b| b.records.len()));
+        Ok(b)
+    }
+
+    fn truncated(&self) -> Option<String> {
+        self.inner.truncated()
+    }
+
+    fn next_rows(
+        &mut self,
+        rows: &mut Vec<numalab_analyze::Row>,
+        mappings: &mut Vec<numalab_analyze::Mapping>,
+    ) -> Result<bool, numalab_analyze::Error> {
+        let before = rows.len();
+        let more = self.inner.next_rows(rows, mappings)?;
+        self.advance(rows.len() - before);
+        Ok(more)
+    }
 }
 
 /// A reader for the file: perf.data or numalab's Arrow samples.
@@ -83,13 +179,24 @@ pub fn run(a: AnalyzeArgs) -> Result<()> {
                 .with_context(|| format!("--plot-dir {}", dir.display()))?;
         }
     }
+    let file_bytes = std::fs::metadata(&a.file).map_or(0, |m| m.len());
+    let read_at_open = bytes_read();
     let mut source = open(&a)?;
     let opts = Options {
         hot_page_threshold_pct: a.hot_page_percent,
         top: a.top,
         ..Default::default()
     };
-    let report = analyze(source.as_mut(), &opts)?;
+    let mut reading = Reading::new(
+        source.as_mut(),
+        &format!("reading {path}"),
+        file_bytes,
+        read_at_open,
+        a.quiet,
+    );
+    let report = analyze(&mut reading, &opts);
+    reading.finish();
+    let report = report?;
     let json_stdout = crate::output::json_to_stdout(a.json.as_deref());
     crate::output::print_report(&render_text(&report), json_stdout);
     if let Some(p) = &a.json {
@@ -114,7 +221,18 @@ pub fn run(a: AnalyzeArgs) -> Result<()> {
         // Each picture streams the file once more: memory stays bounded whatever its size.
         for (name, draw) in draws {
             let out = dir.join(format!("{name}.{}", a.plot_format));
-            draw(open(&a)?.as_mut(), &out, &opts)?;
+            let read_at_open = bytes_read();
+            let mut source = open(&a)?;
+            let mut reading = Reading::new(
+                source.as_mut(),
+                &format!("drawing {name} from {path}"),
+                file_bytes,
+                read_at_open,
+                a.quiet,
+            );
+            let drawn = draw(&mut reading, &out, &opts);
+            reading.finish();
+            drawn?;
             eprintln!("wrote {}", out.display());
         }
     }

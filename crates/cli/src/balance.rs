@@ -11,7 +11,7 @@ use std::path::PathBuf;
 #[derive(Args, Clone, Debug)]
 pub struct BalanceArgs {
     /// The process whose pages the policy places.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::numbers::pid(), allow_negative_numbers = true)]
     pub pid: i32,
     /// The policy and its parameters, as `numalab policy list` shows them (e.g. carrefour,
     /// carrefour-lp:split_share_percent=8).
@@ -25,7 +25,7 @@ pub struct BalanceArgs {
     #[arg(long)]
     pub period_ms: Option<f64>,
     /// Stop after N ticks (default: when the samples are exhausted or the process exits).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::numbers::count::<u64>("ticks", 1..), allow_negative_numbers = true)]
     pub ticks: Option<u64>,
     /// Print the actions each tick would take; change nothing.
     #[arg(long)]

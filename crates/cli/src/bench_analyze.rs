@@ -16,23 +16,26 @@ use std::time::Instant;
 #[derive(Args, Clone, Debug)]
 pub struct BenchAnalyzeArgs {
     /// Samples generated.
-    #[arg(long, default_value_t = 10_000_000)]
+    #[arg(long, default_value_t = 10_000_000, value_parser = crate::numbers::count::<u64>("samples", 1..), allow_negative_numbers = true)]
     pub samples: u64,
     /// Keep the generated files in DIR (default: a temporary directory, removed after).
     #[arg(long, value_name = "DIR")]
     pub keep: Option<PathBuf>,
     /// Generator seed.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::numbers::whole::<u64>("a whole-number seed", ..), allow_negative_numbers = true)]
     pub seed: u64,
     /// Skip `perf script` with its default fields (the slowest run).
     #[arg(long)]
     pub no_perf_default: bool,
     /// Run each command this many times and keep its fastest run (by wall time).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::numbers::count::<u32>("runs per command", 1..), allow_negative_numbers = true)]
     pub repeat: u32,
     /// Also write the results as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// No progress bars.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
 }
 
 #[derive(Clone, Debug, serde::Serialize)]
@@ -80,35 +83,47 @@ fn time(what: &str, cmd: &mut Command, samples: u64) -> Result<Timing> {
     })
 }
 
-/// Generates the files: (arrow, perf.data).
-pub fn generate(dir: &Path, samples: u64, seed: u64) -> Result<(PathBuf, PathBuf)> {
+/// Generates the files: (arrow, perf.data), `written(samples)` called as they grow. Both are
+/// written under temporary names and renamed into place only when both are complete, so that
+/// a failure (a full disk, Ctrl-C) leaves no half file in a `--keep` folder.
+pub fn generate(
+    dir: &Path,
+    samples: u64,
+    seed: u64,
+    written: &dyn Fn(u64),
+) -> Result<(PathBuf, PathBuf)> {
     let arrow = dir.join("bench.arrows");
     let perf = dir.join("bench.data");
-    let mut src = Synthetic::new(samples, seed);
-    let mut aw = SampleWriter::create(&arrow, src.meta(), Default::default())?;
-    let mut pw = PerfWriter::create(&perf, src.meta())?;
-    while let Some(b) = src.next_batch()? {
-        for r in &b.records {
-            aw.push(r)?;
-            pw.push(r)?;
-        }
-    }
-    aw.finish()?;
-    pw.finish()?;
-    // On disk before timing: otherwise the kernel writes the 1.3 GB back while the first runs
-    // are measured.
-    for p in [&arrow, &perf] {
-        std::fs::File::open(p)
-            .and_then(|f| f.sync_all())
-            .with_context(|| format!("syncing {}", p.display()))?;
-    }
+    crate::output::with_temp(&arrow, |arrow_tmp| {
+        crate::output::with_temp(&perf, |perf_tmp| {
+            let mut src = Synthetic::new(samples, seed);
+            let mut aw = SampleWriter::create(arrow_tmp, src.meta(), Default::default())?;
+            let mut pw = PerfWriter::create(perf_tmp, src.meta())?;
+            let mut done = 0;
+            while let Some(b) = src.next_batch()? {
+                for r in &b.records {
+                    aw.push(r)?;
+                    pw.push(r)?;
+                }
+                done += b.records.len() as u64;
+                written(done);
+            }
+            aw.finish()?;
+            pw.finish()?;
+            // On disk before timing: otherwise the kernel writes the 1.3 GB back while the
+            // first runs are measured.
+            for (p, shown) in [(arrow_tmp, &arrow), (perf_tmp, &perf)] {
+                std::fs::File::open(p)
+                    .and_then(|f| f.sync_all())
+                    .with_context(|| format!("syncing {}", shown.display()))?;
+            }
+            Ok(())
+        })
+    })?;
     Ok((arrow, perf))
 }
 
 pub fn run(a: BenchAnalyzeArgs) -> Result<()> {
-    if a.samples == 0 {
-        bail!("--samples must be at least 1");
-    }
     let (dir, temporary) = match &a.keep {
         Some(d) => {
             // a kept directory is the user's: it must exist (a typo should not create one)
@@ -136,7 +151,10 @@ pub fn run(a: BenchAnalyzeArgs) -> Result<()> {
 fn measure(a: &BenchAnalyzeArgs, dir: &Path) -> Result<()> {
     let n = a.samples;
     let t = Instant::now();
-    let (arrow, perf) = generate(dir, n, a.seed)?;
+    let bar = crate::output::count_bar("bench analyze: generating", "samples", a.quiet);
+    bar.set_length(n);
+    let (arrow, perf) = generate(dir, n, a.seed, &|done| bar.set_position(done))?;
+    bar.finish_and_clear();
     let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0) as f64 / 1e6;
     eprintln!(
         "generated {n} samples in {:.1} s: {} ({:.0} MB), {} ({:.0} MB)",
@@ -148,19 +166,28 @@ fn measure(a: &BenchAnalyzeArgs, dir: &Path) -> Result<()> {
     );
     let exe = std::env::current_exe().context("cannot find the numalab executable")?;
     let mut runs = Vec::new();
-    let repeat = a.repeat.max(1);
+    let repeat = a.repeat;
+    // numalab analyze on Arrow and on perf.data, perf script -F, and perf script's default
+    let commands = if a.no_perf_default { 3 } else { 4 };
+    let bar = crate::output::count_bar("bench analyze", "runs", a.quiet);
+    bar.set_length(commands * u64::from(repeat));
     let mut go = |what: &str, cmd: &mut Command| -> Result<()> {
+        bar.set_message(what.to_string());
         let mut r = time(what, cmd, n)?;
+        bar.inc(1);
         for _ in 1..repeat {
             let again = time(what, cmd, n)?;
+            bar.inc(1);
             if again.wall_s < r.wall_s {
                 r = again;
             }
         }
-        eprintln!(
-            "{:<34} {:>8.2} s wall {:>8.2} s user",
-            r.what, r.wall_s, r.user_s
-        );
+        bar.suspend(|| {
+            eprintln!(
+                "{:<34} {:>8.2} s wall {:>8.2} s user",
+                r.what, r.wall_s, r.user_s
+            )
+        });
         runs.push(r);
         Ok(())
     };
@@ -193,6 +220,7 @@ fn measure(a: &BenchAnalyzeArgs, dir: &Path) -> Result<()> {
         )
         .map_err(perf_missing)?;
     }
+    bar.finish_and_clear();
     println!(
         "{n} samples (seed {}), one process each, fastest of {repeat}:",
         a.seed

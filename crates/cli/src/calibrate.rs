@@ -24,7 +24,7 @@ pub struct CalibrateArgs {
     quick: bool,
     /// Size of each measurement buffer, MiB (two per node at a time). Default: 4 × the total
     /// LLC and at least 256 (--quick: 2 ×, within 16-256).
-    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    #[arg(long, value_name = "MIB", value_parser = crate::numbers::count::<u64>("MiB", 1..=1 << 20), allow_negative_numbers = true)]
     buffer_mib: Option<u64>,
     /// Also write every measurement as JSON to FILE (`-`: standard output, the summary then
     /// goes to standard error).

@@ -3,12 +3,11 @@
 use crate::output;
 use crate::SimArgs;
 use anyhow::{anyhow, bail, Context, Result};
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{MultiProgress, ProgressDrawTarget};
 pub(crate) use numalab_runspec::is_numa_balancing;
 use numalab_runspec::{policy_names, resolve, split_configs, Defaults, RunSpec};
 use numalab_sim::SimResult;
 use rayon::prelude::*;
-use std::time::{Duration, Instant};
 
 /// The configurations to run: `--compare`'s, each crossed with `--policy`'s (whose first
 /// entry is the baseline `none` unless the list names `none` itself).
@@ -72,18 +71,14 @@ pub fn sim(args: SimArgs) -> Result<()> {
             }
         })
         .collect::<Result<_>>()?;
-    // Carrefour and Carrefour-LP decide from access samples (IBS in the papers): with the
-    // sampler off they would run and never act
-    if args.sample_period == 0 {
-        if let Some(p) = specs
+    // the same check as a study file's sample_period (numalab_study::sampler_off_problem)
+    if let Some(why) = numalab_study::sampler_off_problem(
+        args.sample_period,
+        specs
             .iter()
-            .flat_map(|s| &s.policies)
-            .find(|p| p.starts_with("carrefour"))
-        {
-            bail!(
-                "--sample-period 0 turns the sampler off, but policy {p} decides from access samples: give a period (default 4099)"
-            );
-        }
+            .flat_map(|s| s.policies.iter().map(String::as_str)),
+    ) {
+        bail!("--sample-period {why}");
     }
     let workloads = specs
         .iter()
@@ -107,6 +102,13 @@ pub fn sim(args: SimArgs) -> Result<()> {
     if args.quiet {
         multi.set_draw_target(ProgressDrawTarget::hidden());
     }
+    // several configurations: their number is known, so a bar over them (with the share done
+    // and the time left) heads each run's own line
+    let overall = (specs.len() > 1).then(|| {
+        let bar = multi.add(output::count_bar("sim", "configurations", args.quiet));
+        bar.set_length(specs.len() as u64);
+        bar
+    });
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(args.jobs.unwrap_or(0))
         .build()?;
@@ -115,25 +117,17 @@ pub fn sim(args: SimArgs) -> Result<()> {
             .par_iter()
             .zip(workloads.par_iter())
             .map(|(spec, wl)| {
-                let bar = multi.add(ProgressBar::hidden());
-                bar.set_style(ProgressStyle::with_template("{spinner} {prefix}: {msg}").unwrap());
+                // A run is a spinner with what it has done, not a bar: the engine reports the
+                // simulated time and references so far, but how many a workload needs is
+                // known only when it ends (threads finish at data-dependent times, and faults,
+                // migrations and policies change the length), so there is no total to divide
+                // by and no time left to estimate.
+                let bar = output::spinner("{spinner} {prefix}: {msg}");
                 bar.set_prefix(spec.label.clone());
-                let started = Instant::now();
-                let quiet = args.quiet;
-                let b2 = bar.clone();
+                let mut slow = output::SlowBar::in_multi(bar.clone(), &multi, args.quiet);
                 let progress = move |p: numalab_sim::Progress| {
-                    // only runs longer than a second get a visible bar
-                    if !quiet && b2.is_hidden() && started.elapsed() > Duration::from_secs(1) {
-                        b2.set_draw_target(ProgressDrawTarget::stderr());
-                        b2.enable_steady_tick(Duration::from_millis(200));
-                    }
-                    b2.set_message(format!(
-                        "simulated {:.2} ms, {:.0} M references, {}/{} threads done",
-                        p.sim_time_ns / 1e6,
-                        p.memory_references as f64 / 1e6,
-                        p.threads_done,
-                        p.threads
-                    ));
+                    slow.poke();
+                    slow.bar.set_message(spinner_message(&p));
                 };
                 let mut cfg = spec.sim_config(args.epoch_us * 1000.0, args.sample_period);
                 cfg.seed = args.seed;
@@ -142,10 +136,16 @@ pub fn sim(args: SimArgs) -> Result<()> {
                 let r = numalab_sim::simulate(&spec.machine, wl.as_ref(), cfg)
                     .with_context(|| format!("simulating '{}'", spec.label));
                 bar.finish_and_clear();
+                if let Some(o) = &overall {
+                    o.inc(1);
+                }
                 r
             })
             .collect()
     });
+    if let Some(o) = overall {
+        o.finish_and_clear();
+    }
     let results: Vec<SimResult> = results.into_iter().collect::<Result<_>>()?;
     let json_stdout = output::json_to_stdout(args.json.as_deref());
     output::print_report(&output::table(&results), json_stdout);
@@ -171,6 +171,17 @@ pub fn sim(args: SimArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// What a run's spinner says: what the engine has simulated so far, each figure named.
+fn spinner_message(p: &numalab_sim::Progress) -> String {
+    format!(
+        "so far {:.2} ms simulated, {:.1} M memory references, {}/{} threads finished",
+        p.sim_time_ns / 1e6,
+        p.memory_references as f64 / 1e6,
+        p.threads_done,
+        p.threads
+    )
 }
 
 /// `out.arrows` -> `out-2.arrows`.

@@ -9,6 +9,7 @@ mod convert;
 mod docs_gen;
 mod migrate;
 mod numastat;
+mod numbers;
 mod output;
 mod record;
 mod run;
@@ -93,7 +94,7 @@ pub struct MemhogArgs {
     #[arg(default_value = "64M")]
     size: String,
     /// Threads rewriting disjoint slices while holding.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = numbers::count::<usize>("writer threads", 1..), allow_negative_numbers = true)]
     writers: usize,
     /// Keep rewriting for this many seconds before verifying.
     #[arg(long, default_value_t = 0.0)]
@@ -156,33 +157,28 @@ enum BenchCmd {
 #[derive(Args, Clone)]
 pub struct BenchMigrateArgs {
     /// Node the memory starts on.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = numbers::whole::<u16>("a node number", ..), allow_negative_numbers = true)]
     from: u16,
     /// Node it is moved to.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = numbers::whole::<u16>("a node number", ..), allow_negative_numbers = true)]
     to: u16,
     /// Memory moved per measurement: bytes or with K/M/G.
     #[arg(long, default_value = "64M")]
     size: String,
     /// move_pages batch sizes, pages.
-    #[arg(long, default_value = "1,16,256,4096,65536", value_delimiter = ',')]
+    #[arg(long, default_value = "1,16,256,4096,65536", value_delimiter = ',', value_parser = numbers::count::<usize>("pages per batch", 1..), allow_negative_numbers = true)]
     batches: Vec<usize>,
     /// Rounds per batch size; the best is kept.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = numbers::count::<usize>("rounds", 1..), allow_negative_numbers = true)]
     repeat: usize,
     /// Also write the results as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
 }
 
-/// `--threads`: a whole number of at least 1, said so when it is not.
+/// `--threads`, `--jobs`: a whole number of at least 1, said so when it is not.
 fn thread_count(s: &str) -> std::result::Result<usize, String> {
-    match s.trim().parse::<usize>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(format!(
-            "expected a whole number of threads, at least 1 (got '{s}')"
-        )),
-    }
+    numbers::count::<usize>("threads", 1..)(s)
 }
 
 #[derive(Args, Clone)]
@@ -201,7 +197,7 @@ pub struct BenchSimArgs {
     #[arg(long, default_value = "never")]
     thp: String,
     /// Repetitions; the best is reported.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = numbers::count::<usize>("repetitions", 1..), allow_negative_numbers = true)]
     repeat: usize,
     /// Run with a placement policy active: `autonuma[:key=value,...]` (Linux NUMA balancing)
     /// or a policy of `numalab policy list`.
@@ -211,6 +207,9 @@ pub struct BenchSimArgs {
     /// host has). Results are the same in every build; only the speed differs.
     #[arg(long)]
     host_isa: Option<String>,
+    /// No progress bar.
+    #[arg(long, short = 'q')]
+    quiet: bool,
 }
 
 #[derive(Args, Clone)]
@@ -267,17 +266,17 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 20.0, allow_negative_numbers = true)]
     pub epoch_us: f64,
     /// One access sample every N memory references (0 = off).
-    #[arg(long, default_value_t = 4099)]
+    #[arg(long, default_value_t = 4099, value_parser = numbers::count::<u64>("memory references per sample", 0..), allow_negative_numbers = true)]
     pub sample_period: u64,
     /// Seed of the run's random draws (placement draws, and the start skew below).
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = 42, value_parser = numbers::whole::<u64>("a whole-number seed", ..), allow_negative_numbers = true)]
     pub seed: u64,
     /// Start each thread after a delay drawn in [0, N) simulated microseconds from --seed
     /// (0: all start together). Runs with several seeds sample run-to-run variation.
     #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub start_skew_us: f64,
     /// Host threads for --compare (default: all cores).
-    #[arg(long, value_parser = thread_count)]
+    #[arg(long, value_parser = thread_count, allow_negative_numbers = true)]
     pub jobs: Option<usize>,
     /// No progress bars.
     #[arg(long, short = 'q')]
@@ -448,7 +447,7 @@ fn memhog(a: MemhogArgs) -> Result<()> {
     }
     // each writer is a thread rewriting its slice: more writers than pages write nothing
     let max_writers = (size_bytes / 4096).clamp(1, 4096) as usize;
-    if a.writers == 0 || a.writers > max_writers {
+    if a.writers > max_writers {
         bail!(
             "--writers {}: expected 1 to {max_writers} (one page per writer at least, 4096 threads at most)",
             a.writers
@@ -529,7 +528,7 @@ fn bench_migrate(a: BenchMigrateArgs) -> Result<()> {
             a.size
         )
     })? as usize;
-    if a.batches.is_empty() || a.batches.contains(&0) {
+    if a.batches.is_empty() {
         bail!("--batches: give page counts of at least 1, e.g. 1,16,256,4096");
     }
     let online =
@@ -591,9 +590,6 @@ fn bench_sim(a: BenchSimArgs) -> Result<()> {
     let machine = numalab_machine::load(&a.machine)?;
     let wl = numalab_workloads::by_spec(&a.workload, a.threads)?;
     let thp: numalab_sim::ThpMode = a.thp.parse().map_err(anyhow::Error::msg)?;
-    if a.repeat == 0 {
-        bail!("--repeat must be at least 1");
-    }
     let max_host_isa = match &a.host_isa {
         Some(s) => s
             .parse::<numalab_sim::HostIsa>()
@@ -612,6 +608,10 @@ fn bench_sim(a: BenchSimArgs) -> Result<()> {
         None => None,
     };
     let mut best: Option<numalab_sim::SimResult> = None;
+    // a bar over the runs, not inside them: the simulation's progress callback would run in
+    // the time measured
+    let bar = output::count_bar("bench sim", "runs", a.quiet);
+    bar.set_length(a.repeat as u64);
     for _ in 0..a.repeat {
         let policies = match &a.policy {
             Some(p) if numa_balancing.is_none() => {
@@ -634,7 +634,9 @@ fn bench_sim(a: BenchSimArgs) -> Result<()> {
         {
             best = Some(r);
         }
+        bar.inc(1);
     }
+    bar.finish_and_clear();
     let r = best.unwrap();
     let rate = r.memory_references as f64 / r.host_seconds;
     println!("machine            {}", r.machine);

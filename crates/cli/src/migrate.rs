@@ -12,7 +12,7 @@ use std::path::PathBuf;
 #[derive(Args, Clone, Debug)]
 pub struct MigrateArgs {
     /// The process whose pages move.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::numbers::pid(), allow_negative_numbers = true)]
     pub pid: i32,
     /// Target nodes; with several, pages are spread over them round robin.
     #[arg(long, value_name = "NODES")]
@@ -33,7 +33,7 @@ pub struct MigrateArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// Pages per move_pages call.
-    #[arg(long, default_value_t = numalab_linux::syscalls::DEFAULT_MOVE_BATCH_PAGES)]
+    #[arg(long, default_value_t = numalab_linux::syscalls::DEFAULT_MOVE_BATCH_PAGES, value_parser = crate::numbers::count::<usize>("pages per move_pages call", 1..), allow_negative_numbers = true)]
     pub batch_pages: usize,
     /// Also move pages shared with other processes (MPOL_MF_MOVE_ALL, needs CAP_SYS_NICE).
     #[arg(long)]
@@ -44,19 +44,6 @@ pub struct MigrateArgs {
 }
 
 pub fn run(a: MigrateArgs) -> Result<()> {
-    if a.pid <= 0 {
-        // move_pages(0, ...) is the caller itself: numalab's own pages would move
-        anyhow::bail!(
-            "--pid {}: expected the pid of a running process (a positive number; see ps or pgrep)",
-            a.pid
-        );
-    }
-    if a.batch_pages == 0 {
-        anyhow::bail!(
-            "--batch-pages 0: expected at least 1 page per move_pages call (default {})",
-            numalab_linux::syscalls::DEFAULT_MOVE_BATCH_PAGES
-        );
-    }
     if let Some(p) = &a.json {
         check_writable(Some(p))?;
     }

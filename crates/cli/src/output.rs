@@ -1,9 +1,13 @@
 //! Readable tables, JSON and CSV.
 
 use anyhow::{bail, Context, Result};
+use indicatif::{
+    MultiProgress, ProgressBar, ProgressDrawTarget, ProgressFinish, ProgressState, ProgressStyle,
+};
 use numalab_sim::SimResult;
 use std::fmt::Write as _;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 /// `--json -`: the JSON goes to standard output, for a pipe into jq or a notebook.
 pub fn json_to_stdout(p: Option<&Path>) -> bool {
@@ -480,21 +484,255 @@ pub fn with_temp<T>(p: &Path, write: impl FnOnce(&Path) -> Result<T>) -> Result<
     numalab_core::atomic_file::with_temp(p, write)
 }
 
-/// A bar counting `unit` done out of a total set later (`set_length`), with the time spent, an
-/// estimate of the time left and the step under way (`set_message`, if any), hidden when
-/// `quiet` (validate's simulations, a study's runs, calibrate's measurements).
-pub fn count_bar(what: &str, unit: &str, quiet: bool) -> indicatif::ProgressBar {
-    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-    let bar = ProgressBar::new(0);
+/// Where a bar draws: standard error, or nowhere with `-q`. indicatif draws nothing on a
+/// standard error that is not a terminal, so bars never reach a pipe or a log file, and
+/// standard output (a report, or the JSON of `--json -`) never carries them.
+fn bar_target(quiet: bool) -> ProgressDrawTarget {
     if quiet {
-        bar.set_draw_target(ProgressDrawTarget::hidden());
+        ProgressDrawTarget::hidden()
+    } else {
+        ProgressDrawTarget::stderr()
     }
-    bar.set_style(
-        ProgressStyle::with_template(&format!(
-            "{{spinner}} {what}: {{pos}}/{{len}} {unit} [{{elapsed_precise}}, about {{eta}} left] {{wide_bar}} {{msg}}"
-        ))
-        .expect("a valid template"),
-    );
-    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+}
+
+fn count_style(what: &str, unit: &str) -> ProgressStyle {
+    ProgressStyle::with_template(&format!(
+        "{{spinner}} {what}: {{pos}}/{{len}} {unit} ({{percent}}%) [{{elapsed_precise}}, about {{eta}} left] {{wide_bar}} {{msg}}"
+    ))
+    .expect("a valid template")
+}
+
+/// A bar counting `unit` done out of a total set later (`set_length`), with the share done,
+/// the time spent, an estimate of the time left and the step under way (`set_message`, if
+/// any), hidden when `quiet` (validate's simulations, a study's runs, calibrate's
+/// measurements, sim's configurations, bench's runs). Like every bar here, it clears itself
+/// when dropped unfinished, so that an error is not printed after a stale bar.
+pub fn count_bar(what: &str, unit: &str, quiet: bool) -> ProgressBar {
+    // no length until the caller knows it: a length of 0 would read as 100 % done
+    let bar = ProgressBar::with_draw_target(None, bar_target(quiet))
+        .with_finish(ProgressFinish::AndClear);
+    bar.set_style(count_style(what, unit));
+    if !quiet {
+        bar.enable_steady_tick(Duration::from_millis(200));
+    }
     bar
+}
+
+fn bytes_style(what: &str) -> ProgressStyle {
+    ProgressStyle::with_template(&format!(
+        "{{spinner}} {what}: {{bytes}} of {{total_bytes}} ({{percent}}%) [{{elapsed_precise}}, about {{eta}} left] {{wide_bar}} {{msg}}"
+    ))
+    .expect("a valid template")
+}
+
+/// A bar over `total` bytes read (`set_position`), hidden until [`SlowBar::poke`] finds that
+/// the work has gone on for a while.
+pub fn bytes_bar(what: &str, total: u64) -> ProgressBar {
+    let bar = ProgressBar::hidden().with_finish(ProgressFinish::AndClear);
+    bar.set_length(total);
+    bar.set_style(bytes_style(what));
+    bar
+}
+
+fn duration_style(what: &str) -> ProgressStyle {
+    // position and length are milliseconds: the times shown come from them, so that the time
+    // done, the time left and the percentage always agree
+    let ms = |f: fn(&ProgressState) -> u64| {
+        move |s: &ProgressState, w: &mut dyn std::fmt::Write| {
+            let _ = write!(
+                w,
+                "{}",
+                indicatif::FormattedDuration(Duration::from_millis(f(s)))
+            );
+        }
+    };
+    ProgressStyle::with_template(&format!(
+        "{{spinner}} {what}: {{done}} of {{total}} ({{percent}}%), {{left}} left {{wide_bar}} {{msg}}"
+    ))
+    .expect("a valid template")
+    .with_key("done", ms(|s| s.pos()))
+    .with_key("total", ms(|s| s.len().unwrap_or(0)))
+    .with_key("left", ms(|s| s.len().unwrap_or(0).saturating_sub(s.pos())))
+}
+
+/// A bar over a known span of time (`record --duration`), moved with [`duration_position`].
+pub fn duration_bar(what: &str, total: Duration, quiet: bool) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(millis(total)), bar_target(quiet))
+        .with_finish(ProgressFinish::AndClear);
+    bar.set_style(duration_style(what));
+    bar
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The position of a [`duration_bar`] over `total` after `elapsed`: milliseconds, never past
+/// the end (the last drain of a recording comes a little after its duration).
+pub fn duration_position(elapsed: Duration, total: Duration) -> u64 {
+    millis(elapsed.min(total))
+}
+
+/// A spinner for work whose total is not known in advance: what it has done so far is its
+/// message. Hidden until [`SlowBar::poke`] finds that the work has gone on for a while.
+pub fn spinner(template: &str) -> ProgressBar {
+    let bar = ProgressBar::hidden().with_finish(ProgressFinish::AndClear);
+    bar.set_style(ProgressStyle::with_template(template).expect("a valid template"));
+    bar
+}
+
+/// How long work goes on before its bar appears: a quick run prints nothing that would only
+/// flash, a long one shows where it is.
+const SLOW: Duration = Duration::from_secs(1);
+
+/// A bar that starts hidden and is shown (unless quiet) the first time it is poked after
+/// [`SLOW`]: on standard error, or as a line of a [`MultiProgress`].
+pub struct SlowBar {
+    pub bar: ProgressBar,
+    multi: Option<MultiProgress>,
+    started: Instant,
+    quiet: bool,
+    shown: bool,
+}
+
+impl SlowBar {
+    pub fn new(bar: ProgressBar, quiet: bool) -> SlowBar {
+        SlowBar {
+            bar,
+            multi: None,
+            started: Instant::now(),
+            quiet,
+            shown: false,
+        }
+    }
+
+    /// A bar shown as a line of `multi` (added to it only when shown, so that quick runs take
+    /// no line).
+    pub fn in_multi(bar: ProgressBar, multi: &MultiProgress, quiet: bool) -> SlowBar {
+        SlowBar {
+            multi: Some(multi.clone()),
+            ..SlowBar::new(bar, quiet)
+        }
+    }
+
+    /// Show the bar if the work has gone on for long enough; once only (a bar whose standard
+    /// error is not a terminal stays hidden, and must not be set up again at every poke).
+    pub fn poke(&mut self) {
+        if self.quiet || self.shown || self.started.elapsed() <= SLOW {
+            return;
+        }
+        self.shown = true;
+        match &self.multi {
+            Some(m) => {
+                m.add(self.bar.clone());
+            }
+            None => self.bar.set_draw_target(ProgressDrawTarget::stderr()),
+        }
+        self.bar.enable_steady_tick(Duration::from_millis(200));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// A terminal that keeps what is drawn on it.
+    #[derive(Debug, Clone, Default)]
+    struct Screen(Arc<Mutex<Vec<String>>>);
+
+    impl indicatif::TermLike for Screen {
+        fn width(&self) -> u16 {
+            160
+        }
+        fn move_cursor_up(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_down(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_right(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_left(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn write_line(&self, s: &str) -> std::io::Result<()> {
+            self.0.lock().unwrap().push(s.to_string());
+            Ok(())
+        }
+        fn write_str(&self, s: &str) -> std::io::Result<()> {
+            self.write_line(s)
+        }
+        fn clear_line(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// What `style` draws for a bar at `pos` of `len`.
+    fn drawn(style: ProgressStyle, pos: u64, len: u64) -> String {
+        let screen = Screen::default();
+        let bar = ProgressBar::with_draw_target(
+            Some(len),
+            ProgressDrawTarget::term_like(Box::new(screen.clone())),
+        );
+        bar.set_style(style);
+        bar.set_position(pos);
+        bar.abandon();
+        let text = screen.0.lock().unwrap().concat();
+        text
+    }
+
+    #[test]
+    fn a_count_bar_shows_the_count_the_share_done_and_the_time_left() {
+        let line = drawn(count_style("validate", "simulations"), 30, 120);
+        assert!(
+            line.contains("validate: 30/120 simulations (25%)"),
+            "{line}"
+        );
+        assert!(line.contains(" left]"), "{line}");
+    }
+
+    #[test]
+    fn a_bytes_bar_shows_the_bytes_read_and_the_share_done() {
+        let line = drawn(bytes_style("reading x.data"), 3 << 20, 12 << 20);
+        assert!(
+            line.contains("reading x.data: 3.00 MiB of 12.00 MiB (25%)"),
+            "{line}"
+        );
+        assert!(line.contains(" left]"), "{line}");
+    }
+
+    #[test]
+    fn a_duration_bar_shows_the_time_done_the_time_left_and_the_share() {
+        let total = Duration::from_secs(60);
+        let pos = duration_position(Duration::from_secs(15), total);
+        let line = drawn(duration_style("recording"), pos, millis(total));
+        assert!(
+            line.contains("recording: 00:00:15 of 00:01:00 (25%), 00:00:45 left"),
+            "{line}"
+        );
+        // the last progress report comes a little after the duration: the bar stops at its end
+        let late = duration_position(Duration::from_millis(60_250), total);
+        assert_eq!(late, 60_000);
+        let line = drawn(duration_style("recording"), late, millis(total));
+        assert!(line.contains("(100%), 00:00:00 left"), "{line}");
+    }
+
+    #[test]
+    fn a_count_bar_without_its_length_yet_is_not_shown_done() {
+        let screen = Screen::default();
+        let bar = ProgressBar::with_draw_target(
+            None,
+            ProgressDrawTarget::term_like(Box::new(screen.clone())),
+        );
+        bar.set_style(count_style("study", "runs"));
+        bar.tick();
+        bar.abandon();
+        let text = screen.0.lock().unwrap().concat();
+        assert!(text.contains("study: 0/0 runs (0%)"), "{text}");
+    }
 }

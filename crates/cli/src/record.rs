@@ -14,7 +14,7 @@ use std::time::Duration;
 #[derive(Args, Clone, Debug)]
 pub struct RecordArgs {
     /// Record this running process (all its threads) instead of starting a command.
-    #[arg(long, conflicts_with = "command")]
+    #[arg(long, conflicts_with = "command", value_parser = crate::numbers::pid(), allow_negative_numbers = true)]
     pub pid: Option<i32>,
     /// Stop after this many seconds (a started command is then sent SIGTERM).
     #[arg(long, value_name = "S")]
@@ -23,17 +23,18 @@ pub struct RecordArgs {
     #[arg(long, default_value = "auto")]
     pub event: String,
     /// Sample period (default: PEBS 2000 events, IBS 65536 ops, page faults 1 = every fault).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::numbers::count::<u64>("events per sample", 1..), allow_negative_numbers = true)]
     pub period: Option<u64>,
-    /// PEBS load-latency threshold in cycles.
-    #[arg(long, default_value_t = 30)]
+    /// PEBS load-latency threshold in cycles, 3 to 65535 (the hardware's smallest, and its
+    /// 16-bit field).
+    #[arg(long, default_value_t = 30, value_parser = crate::numbers::count::<u32>("cycles", 3..=65535), allow_negative_numbers = true)]
     pub ldlat: u32,
     /// Sample file (Arrow IPC stream); the placement stream goes beside it as
     /// NAME.placement.arrows.
     #[arg(long, short = 'o', default_value = "numalab.arrows")]
     pub output: PathBuf,
     /// Placement snapshot period, milliseconds.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, value_parser = crate::numbers::count::<u64>("milliseconds", 1..), allow_negative_numbers = true)]
     pub snapshot_ms: u64,
     /// Also write the summary as JSON.
     #[arg(long)]
@@ -91,12 +92,6 @@ pub fn run(a: RecordArgs) -> Result<i32> {
         Some(s) => bail!("--duration {s}: expected seconds > 0"),
         None => None,
     };
-    if a.snapshot_ms == 0 {
-        bail!("--snapshot-ms 0: expected at least 1");
-    }
-    if a.period == Some(0) {
-        bail!("--period 0: expected at least 1");
-    }
     let stop = Arc::new(AtomicBool::new(false));
     install_sigint(stop.clone());
     let mut opts = RecordOptions::new(target, &a.output);
@@ -107,19 +102,26 @@ pub fn run(a: RecordArgs) -> Result<i32> {
     opts.snapshot_interval = Duration::from_millis(a.snapshot_ms);
     opts.stop = Some(stop);
 
-    let bar = if a.quiet {
-        ProgressBar::hidden()
-    } else {
-        let b = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-        b.set_style(
-            ProgressStyle::with_template("{spinner} recording {elapsed} {msg}")
-                .expect("valid template"),
-        );
-        b
+    // With --duration the end is known: a bar over it. Without, the recording ends when the
+    // command exits or on Ctrl-C, which nothing can foresee: a spinner with the time spent.
+    let bar = match duration {
+        Some(d) => crate::output::duration_bar("recording", d, a.quiet),
+        None if a.quiet => ProgressBar::hidden(),
+        None => {
+            let b = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+            b.set_style(
+                ProgressStyle::with_template("{spinner} recording {elapsed} {msg}")
+                    .expect("valid template"),
+            );
+            b
+        }
     };
     let s = record(&opts, &mut |e| match e {
         Event::Message(m) => bar.suspend(|| eprintln!("{m}")),
         Event::Progress(p) => {
+            if let Some(d) = duration {
+                bar.set_position(crate::output::duration_position(p.elapsed, d));
+            }
             bar.set_message(format!(
                 "samples {}  lost {}  pages {}  snapshots {}",
                 p.samples, p.lost, p.pages, p.snapshots

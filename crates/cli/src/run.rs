@@ -57,7 +57,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub remote_percent_control: Option<PathBuf>,
     /// How often the --remote-percent placement thread re-checks pages, ms.
-    #[arg(long, default_value_t = 200, value_name = "MS")]
+    #[arg(long, default_value_t = 200, value_name = "MS", value_parser = crate::numbers::count::<u64>("milliseconds", 1..), allow_negative_numbers = true)]
     pub placement_period_ms: u64,
     /// Transparent huge pages for the child: never (per process) or the system's mode.
     #[arg(long, value_name = "never|madvise|always")]

@@ -33,13 +33,13 @@ pub struct StudyShardArgs {
     /// The study folder (its study.toml says what to run).
     pub dir: PathBuf,
     /// This shard's number, 0 to OF-1 (a Slurm array task's $SLURM_ARRAY_TASK_ID).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::numbers::whole::<usize>("a shard number", ..), allow_negative_numbers = true)]
     pub index: usize,
     /// The number of shards.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::numbers::count::<usize>("shards", 1..), allow_negative_numbers = true)]
     pub of: usize,
     /// Simulations at once (default: the CPUs this process may use).
-    #[arg(short = 'j', long)]
+    #[arg(short = 'j', long, value_parser = crate::numbers::count::<usize>("simulations at once", 1..), allow_negative_numbers = true)]
     pub jobs: Option<usize>,
 }
 
@@ -77,7 +77,7 @@ pub struct StudyRunArgs {
     #[arg(short = 'o', long, value_name = "DIR")]
     pub out: PathBuf,
     /// Simulations at once (default: every host core).
-    #[arg(short = 'j', long)]
+    #[arg(short = 'j', long, value_parser = crate::numbers::count::<usize>("simulations at once", 1..), allow_negative_numbers = true)]
     pub jobs: Option<usize>,
     /// No progress bar.
     #[arg(short, long)]
@@ -87,7 +87,7 @@ pub struct StudyRunArgs {
     pub backend: Backend,
     /// Slurm: array tasks, each running an equal share of the runs to do (default: one per
     /// run, at most 64).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::numbers::count::<usize>("array tasks", 1..), allow_negative_numbers = true)]
     pub shards: Option<usize>,
     /// Slurm: an extra sbatch option, as given (repeatable): --sbatch-arg=--partition=big.
     #[arg(long = "sbatch-arg", value_name = "ARG", allow_hyphen_values = true)]

@@ -35,14 +35,14 @@ pub struct ValidateArgs {
     #[arg(long, default_value_t = 20.0, allow_negative_numbers = true)]
     epoch_us: f64,
     /// Host threads (default: all cores).
-    #[arg(long, value_parser = crate::thread_count)]
+    #[arg(long, value_parser = crate::thread_count, allow_negative_numbers = true)]
     jobs: Option<usize>,
     /// Runs per configuration: `auto` (the default) runs seeds 1 and 2, and seeds up to 6 for
     /// a configuration whose two runs differ by more than 1 % (a run decided by a race); N
     /// runs seeds 1..=N; 1 is the one deterministic run. Repeated runs skew each thread's
     /// start by up to --start-skew-us; values are averaged (times first) and their range shown
     /// in brackets.
-    #[arg(long, default_value = "auto", value_parser = parse_repeats, value_name = "N|auto")]
+    #[arg(long, default_value = "auto", value_parser = parse_repeats, value_name = "N|auto", allow_negative_numbers = true)]
     repeats: numalab_validate::Repeats,
     /// The start skew of repeated runs, simulated microseconds.
     #[arg(long, default_value_t = numalab_validate::DEFAULT_START_SKEW_NS / 1000.0, allow_negative_numbers = true)]

@@ -114,6 +114,65 @@ fn a_missing_or_malformed_study_file_is_an_error_naming_it() {
 }
 
 #[test]
+fn a_sample_based_policy_with_the_sampler_off_is_refused_naming_the_file_and_configuration() {
+    let dir = temp("nosampler");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("nosampler.toml");
+    // the baseline alone would run; carrefour-lp would run and never act
+    std::fs::write(
+        &file,
+        r#"sample_period = 0
+
+[defaults]
+workload = "stream:n=1000"
+
+[[axis]]
+key = "policy"
+values = ["none", "carrefour-lp"]
+labels = ["baseline", "LP"]
+"#,
+    )
+    .unwrap();
+    let out = dir.join("o");
+    let o = numalab(&[
+        "study",
+        "run",
+        file.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "numalab's exit status for errors");
+    let err = text(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}: configuration 'policy=LP': sample_period = 0 turns the sampler off, but policy carrefour-lp decides from access samples: give a period (default 4099)",
+            file.display()
+        )),
+        "{err}"
+    );
+    assert!(!out.exists(), "nothing run or written");
+    // with a period it runs
+    std::fs::write(
+        &file,
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .replace("sample_period = 0", "sample_period = 4099"),
+    )
+    .unwrap();
+    let o = numalab(&[
+        "study",
+        "run",
+        file.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn a_real_run_study_times_each_configuration_and_resumes() {
     // real runs on this host: a command axis only, so no kernel setting changes (the VM test
     // vm_cli::a_real_run_study_sets_and_restores_the_kernel_settings covers those)

@@ -63,7 +63,7 @@ pub struct StudyFile {
     #[serde(default = "twenty")]
     pub epoch_us: f64,
     /// One access sample every N memory references (default 4099, as `numalab sim`; 0 = off).
-    #[serde(default = "sample_period")]
+    #[serde(default = "sample_period_default")]
     pub sample_period: u64,
     /// With several repeats, each thread starts after a delay drawn in [0, N) µs from the
     /// run's seed (default 1 µs, as `numalab validate --repeats`), so repeats differ.
@@ -100,7 +100,7 @@ fn one_f() -> f64 {
 fn twenty() -> f64 {
     20.0
 }
-fn sample_period() -> u64 {
+fn sample_period_default() -> u64 {
     4099
 }
 
@@ -116,6 +116,24 @@ pub fn setting_value(v: &toml::Value, what: &str) -> Result<String> {
             other.type_str()
         ),
     }
+}
+
+/// Why a sample period cannot go with these policies, if it cannot: Carrefour and Carrefour-LP
+/// decide from access samples (IBS in the papers), so with the sampler off (period 0) they
+/// would run and never act. `numalab sim --sample-period` and a study's `sample_period` both
+/// ask here, each naming its own setting before the reason: `0 turns the sampler off, ...`.
+pub fn sampler_off_problem<'a>(
+    sample_period: u64,
+    policies: impl IntoIterator<Item = &'a str>,
+) -> Option<String> {
+    if sample_period != 0 {
+        return None;
+    }
+    let p = policies.into_iter().find(|p| p.starts_with("carrefour"))?;
+    Some(format!(
+        "0 turns the sampler off, but policy {p} decides from access samples: give a period (default {})",
+        sample_period_default()
+    ))
 }
 
 fn check_key(kind: StudyKind, key: &str, what: &str) -> Result<()> {
@@ -251,6 +269,14 @@ impl StudyFile {
             bail!(
                 "the grid holds more than {MAX_RUNS} runs (axes' values multiplied, times repeats): split the study"
             );
+        }
+        if self.kind == StudyKind::Sim && self.sample_period == 0 {
+            // the first configuration with such a policy, by the label its results carry
+            for c in crate::grid::Grid::new(self)?.configs {
+                if let Some(why) = sampler_off_problem(self.sample_period, c.setting("policy")) {
+                    bail!("configuration '{}': sample_period = {why}", c.label);
+                }
+            }
         }
         Ok(())
     }

@@ -23,6 +23,6 @@ pub mod run;
 pub mod slurm;
 pub mod table;
 
-pub use file::{StudyFile, StudyKind};
+pub use file::{sampler_off_problem, StudyFile, StudyKind};
 pub use grid::{Config, Grid};
 pub use run::{collect, pending, run, run_shard, Outcome, RunOptions, Shard, ShardOutcome};

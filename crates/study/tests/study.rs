@@ -97,6 +97,15 @@ fn bad_study_files_are_refused_naming_the_problem() {
         ("kind = \"real\"\n[defaults]\ncommand = \"sh -c 'true\"", "unclosed quote"),
         ("kind = \"real\"\n[defaults]\ncommand = \"true\"\npin = \"none\"", "a simulation setting"),
         ("[defaults]\ncommand = \"true\"", "a real-run setting: write kind = \"real\""),
+        // policies deciding from samples, with the sampler off
+        (
+            "sample_period = 0\n[defaults]\npolicy = \"carrefour\"",
+            "configuration 'default': sample_period = 0 turns the sampler off, but policy carrefour decides from access samples",
+        ),
+        (
+            "sample_period = 0\n[[axis]]\nkey = \"thp\"\nvalues = [\"never\", \"always\"]\n[[axis]]\nkey = \"policy\"\nvalues = [\"autonuma\", \"carrefour-lp:period_ms=500\"]",
+            "configuration 'thp=never policy=carrefour-lp:period_ms=500': sample_period = 0",
+        ),
     ];
     for (text, want) in cases {
         let err = format!("{:#}", StudyFile::parse(text).expect_err(text));
@@ -115,6 +124,11 @@ fn bad_study_files_are_refused_naming_the_problem() {
         + "]";
     let err = format!("{:#}", StudyFile::parse(&huge).unwrap_err());
     assert!(err.contains("more than 100000 runs"), "{err}");
+    // the sampler off is fine for policies that do not sample
+    StudyFile::parse(
+        "sample_period = 0\n[[axis]]\nkey = \"policy\"\nvalues = [\"none\", \"autonuma\"]",
+    )
+    .unwrap();
 }
 
 #[test]
