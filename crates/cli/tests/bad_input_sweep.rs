@@ -135,6 +135,29 @@ fn prepare() -> PathBuf {
         "</object>".repeat(20_000)
     );
     w("deep.xml", deep.as_bytes());
+    // the same nesting with a closing tag hidden where it closes nothing
+    for (name, hide) in [
+        ("deep-comment.xml", "<!--</x>-->"),
+        ("deep-cdata.xml", "<![CDATA[</x>]]>"),
+        ("deep-pi.xml", "<?pi </x>?>"),
+    ] {
+        let open = format!("<object type=\"Group\">{hide}");
+        let hidden = format!(
+            "<topology>{}{}</topology>",
+            open.repeat(20_000),
+            "</object>".repeat(20_000)
+        );
+        w(name, hidden.as_bytes());
+    }
+    // a perf.data header whose data section starts far beyond the file (data.offset, the
+    // u64 at byte 40 of the 104-byte header)
+    let mut far = perf.clone();
+    far[40..48].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    w("far.data", &far);
+    w(
+        "nosampler.toml",
+        b"sample_period = 0\n[defaults]\nworkload = \"stream:n=1000\"\n[[axis]]\nkey = \"policy\"\nvalues = [\"carrefour\"]\n",
+    );
     w("open.xml", b"<topology><object type=\"Machine\">");
     w("notxml.xml", b"hello");
     w("bad.toml", b"id = \"x\"\n[[nodes]\n");
@@ -539,7 +562,7 @@ fn a_hundred_bad_inputs_are_refused_cleanly_and_leave_nothing_behind() {
         // bench
         (
             vec!["bench", "analyze", "--samples", "0"],
-            "--samples must be at least 1",
+            "expected a whole number of samples, at least 1 (got '0')",
         ),
         (
             vec!["bench", "analyze", "--keep", "nodir", "--samples", "10"],
@@ -548,7 +571,7 @@ fn a_hundred_bad_inputs_are_refused_cleanly_and_leave_nothing_behind() {
         // commands on live processes, refused before anything moves
         (
             vec!["migrate", "--pid", "0", "--to", "0"],
-            "--pid 0: expected the pid of a running process",
+            "expected the pid of a running process (see ps or pgrep), at least 1",
         ),
         (
             vec!["migrate", "--pid", "4194303", "--to", "0"],
@@ -560,7 +583,7 @@ fn a_hundred_bad_inputs_are_refused_cleanly_and_leave_nothing_behind() {
         ),
         (
             vec!["migrate", "--pid", "1", "--to", "0", "--batch-pages", "0"],
-            "--batch-pages 0",
+            "'--batch-pages <BATCH_PAGES>': expected a whole number of pages per move_pages call",
         ),
         (
             vec!["migrate", "--pid", "1", "--to", "0", "--fraction", "NaN"],
@@ -651,7 +674,7 @@ fn a_hundred_bad_inputs_are_refused_cleanly_and_leave_nothing_behind() {
         ),
         (
             vec!["record", "--period", "0", "-o", "r.arrows", "--", "true"],
-            "--period 0",
+            "'--period <PERIOD>': expected a whole number of events per sample",
         ),
         (
             vec!["record", "--event", "foo", "-o", "r.arrows", "--", "true"],
@@ -737,6 +760,44 @@ fn a_hundred_bad_inputs_are_refused_cleanly_and_leave_nothing_behind() {
             "exists and is not a directory",
         ),
         (vec!["completions", "tcsh"], "invalid value 'tcsh'"),
+        // whole-number options: the option, what it counts and the range
+        (
+            vec!["sim", "-q", "--sample-period", "-1", "-w", "stream:n=1000"],
+            "0 or more (got '-1')",
+        ),
+        (
+            vec!["analyze", "good.arrows", "--top", "0"],
+            "entries per list, at least 1",
+        ),
+        (vec!["memhog", "1M", "--writers", "-1"], "writer threads, at least 1"),
+        (
+            vec!["record", "--ldlat", "1", "-o", "r.arrows", "--", "true"],
+            "3 to 65535",
+        ),
+        (
+            vec!["calibrate", "-o", "c.toml", "--buffer-mib", "abc"],
+            "1 to 1048576 (got 'abc')",
+        ),
+        (
+            vec!["study", "shard", "st", "--index", "0", "--of", "0"],
+            "whole number of shards, at least 1",
+        ),
+        (
+            vec!["run", "--placement-period-ms", "0", "--", "true"],
+            "milliseconds, at least 1",
+        ),
+        // nesting hidden from a naive depth count
+        (vec!["machine", "show", "deep-comment.xml"], "nested more than 256 deep"),
+        (vec!["machine", "show", "deep-cdata.xml"], "nested more than 256 deep"),
+        (vec!["machine", "show", "deep-pi.xml"], "nested more than 256 deep"),
+        // a header pointing past the file
+        (vec!["analyze", "far.data"], "beyond the file's end"),
+        (vec!["convert", "far.data", "far.arrows"], "beyond the file's end"),
+        // a sample-driven policy with the sampler off
+        (
+            vec!["study", "run", "--out", "st", "nosampler.toml"],
+            "sample_period = 0 turns the sampler off",
+        ),
     ];
     let mut cases = cases;
     // beyond the host's memory: refused from the nodes' MemTotal, which a kernel without node
