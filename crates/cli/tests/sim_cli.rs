@@ -271,7 +271,16 @@ fn a_pointer_chase_reports_its_latency_per_load() {
     // MLC's loaded latency: the chase of thread 0 beside injectors reports it too, and the
     // injectors' load makes it no faster than the idle chase
     let out = Command::new(exe)
-        .args(["sim", "-q", "-m", "xeon-x5650-2n", "-t", "4", "--pin", "0-3"])
+        .args([
+            "sim",
+            "-q",
+            "-m",
+            "xeon-x5650-2n",
+            "-t",
+            "4",
+            "--pin",
+            "0-3",
+        ])
         .args([
             "-w",
             "mlc-loaded:bytes=64M,steps=20000,inject_bytes=16M",
@@ -288,7 +297,10 @@ fn a_pointer_chase_reports_its_latency_per_load() {
     let loaded = String::from_utf8(out.stdout).unwrap();
     let ns_loaded =
         table_row(&loaded, "ns per load (chase)").expect("mlc-loaded reports ns per load");
-    assert!(ns_loaded[0] >= ns[0] * 0.95 && ns_loaded[0] < 1000.0, "{loaded}");
+    assert!(
+        ns_loaded[0] >= ns[0] * 0.95 && ns_loaded[0] < 1000.0,
+        "{loaded}"
+    );
 }
 
 /// `--json -` puts the JSON alone on standard output (for jq or a notebook) and the table on
