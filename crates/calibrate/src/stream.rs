@@ -24,26 +24,28 @@ pub fn sum_words(s: &[u64]) -> u64 {
 
 /// GB/s (10^9 B/s) that `cpus`, one thread each, read from `buf` together, each reading its
 /// own slice until the threads have read about `total_bytes` between them. The clock runs
-/// from the moment every thread is pinned and ready to the moment the last one finishes.
+/// from the first reader's start, once every thread is pinned and ready, to the last one's
+/// end. Each reader takes its own times: a coordinating thread's clock read after the start
+/// barrier could come after the readers had finished, when it waits for a busy CPU.
 pub fn read_gbps(cpus: &[u32], buf: &NodeBuffer, total_bytes: u64) -> Result<f64, CalibrateError> {
     let k = cpus.len().max(1);
     let words = buf.words();
     let slice_words = (words.len() / k).max(8);
     let share = total_bytes / k as u64;
     let passes = share.div_ceil((slice_words * 8) as u64).max(1);
-    let ready = Barrier::new(k + 1);
-    let done = Barrier::new(k + 1);
-    let (start, results) = std::thread::scope(|s| {
+    let ready = Barrier::new(k);
+    let results = std::thread::scope(|s| {
         let handles: Vec<_> = cpus
             .iter()
             .enumerate()
             .map(|(i, &cpu)| {
                 let slice = &words
                     [(i * slice_words).min(words.len())..((i + 1) * slice_words).min(words.len())];
-                let (ready, done) = (&ready, &done);
+                let ready = &ready;
                 s.spawn(move || {
                     let pinned = pin_to(cpu);
                     ready.wait();
+                    let start = Instant::now();
                     let mut sum = 0u64;
                     if pinned.is_ok() {
                         for _ in 0..passes {
@@ -51,26 +53,25 @@ pub fn read_gbps(cpus: &[u32], buf: &NodeBuffer, total_bytes: u64) -> Result<f64
                         }
                     }
                     std::hint::black_box(sum);
-                    done.wait();
-                    pinned.map(|_| slice.len() as u64 * 8 * passes)
+                    let end = Instant::now();
+                    pinned.map(|_| (slice.len() as u64 * 8 * passes, start, end))
                 })
             })
             .collect();
-        ready.wait();
-        let t = Instant::now();
-        done.wait();
-        let elapsed = t.elapsed();
-        let results: Vec<_> = handles
+        handles
             .into_iter()
             .map(|h| h.join().expect("a reader thread"))
-            .collect();
-        (elapsed, results)
+            .collect::<Vec<_>>()
     });
     let mut bytes = 0u64;
+    let mut span: Option<(Instant, Instant)> = None;
     for r in results {
-        bytes += r?;
+        let (b, start, end) = r?;
+        bytes += b;
+        span = Some(span.map_or((start, end), |(s, e)| (s.min(start), e.max(end))));
     }
-    Ok(bytes as f64 / start.as_nanos().max(1) as f64)
+    let ns = span.map_or(1, |(s, e)| e.duration_since(s).as_nanos().max(1));
+    Ok(bytes as f64 / ns as f64)
 }
 
 #[cfg(test)]
