@@ -72,9 +72,11 @@ impl<'a> Reading<'a> {
         let bar = if read_at_open.is_some() {
             crate::output::bytes_bar(what, file_bytes)
         } else {
-            crate::output::spinner(&format!(
-                "{{spinner}} {what}: {{human_pos}} samples [{{elapsed_precise}}]"
-            ))
+            let bar = crate::output::spinner(
+                "{spinner} {prefix}: {human_pos} samples [{elapsed_precise}]",
+            );
+            bar.set_prefix(what.to_string());
+            bar
         };
         Reading {
             inner,

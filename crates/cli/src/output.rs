@@ -495,9 +495,11 @@ fn bar_target(quiet: bool) -> ProgressDrawTarget {
     }
 }
 
-fn count_style(what: &str, unit: &str) -> ProgressStyle {
+// What a bar is about goes in its prefix, never into its template: a label holding a `{`
+// (a file name) would make the template invalid.
+fn count_style(unit: &str) -> ProgressStyle {
     ProgressStyle::with_template(&format!(
-        "{{spinner}} {what}: {{pos}}/{{len}} {unit} ({{percent}}%) [{{elapsed_precise}}, about {{eta}} left] {{wide_bar}} {{msg}}"
+        "{{spinner}} {{prefix}}: {{pos}}/{{len}} {unit} ({{percent}}%) [{{elapsed_precise}}, about {{eta}} left] {{wide_bar}} {{msg}}"
     ))
     .expect("a valid template")
 }
@@ -511,17 +513,18 @@ pub fn count_bar(what: &str, unit: &str, quiet: bool) -> ProgressBar {
     // no length until the caller knows it: a length of 0 would read as 100 % done
     let bar = ProgressBar::with_draw_target(None, bar_target(quiet))
         .with_finish(ProgressFinish::AndClear);
-    bar.set_style(count_style(what, unit));
+    bar.set_style(count_style(unit));
+    bar.set_prefix(what.to_string());
     if !quiet {
         bar.enable_steady_tick(Duration::from_millis(200));
     }
     bar
 }
 
-fn bytes_style(what: &str) -> ProgressStyle {
-    ProgressStyle::with_template(&format!(
-        "{{spinner}} {what}: {{bytes}} of {{total_bytes}} ({{percent}}%) [{{elapsed_precise}}, about {{eta}} left] {{wide_bar}} {{msg}}"
-    ))
+fn bytes_style() -> ProgressStyle {
+    ProgressStyle::with_template(
+        "{spinner} {prefix}: {bytes} of {total_bytes} ({percent}%) [{elapsed_precise}, about {eta} left] {wide_bar} {msg}",
+    )
     .expect("a valid template")
 }
 
@@ -530,11 +533,12 @@ fn bytes_style(what: &str) -> ProgressStyle {
 pub fn bytes_bar(what: &str, total: u64) -> ProgressBar {
     let bar = ProgressBar::hidden().with_finish(ProgressFinish::AndClear);
     bar.set_length(total);
-    bar.set_style(bytes_style(what));
+    bar.set_style(bytes_style());
+    bar.set_prefix(what.to_string());
     bar
 }
 
-fn duration_style(what: &str) -> ProgressStyle {
+fn duration_style() -> ProgressStyle {
     // position and length are milliseconds: the times shown come from them, so that the time
     // done, the time left and the percentage always agree
     let ms = |f: fn(&ProgressState) -> u64| {
@@ -546,9 +550,9 @@ fn duration_style(what: &str) -> ProgressStyle {
             );
         }
     };
-    ProgressStyle::with_template(&format!(
-        "{{spinner}} {what}: {{done}} of {{total}} ({{percent}}%), {{left}} left {{wide_bar}} {{msg}}"
-    ))
+    ProgressStyle::with_template(
+        "{spinner} {prefix}: {done} of {total} ({percent}%), {left} left {wide_bar} {msg}",
+    )
     .expect("a valid template")
     .with_key("done", ms(|s| s.pos()))
     .with_key("total", ms(|s| s.len().unwrap_or(0)))
@@ -559,7 +563,8 @@ fn duration_style(what: &str) -> ProgressStyle {
 pub fn duration_bar(what: &str, total: Duration, quiet: bool) -> ProgressBar {
     let bar = ProgressBar::with_draw_target(Some(millis(total)), bar_target(quiet))
         .with_finish(ProgressFinish::AndClear);
-    bar.set_style(duration_style(what));
+    bar.set_style(duration_style());
+    bar.set_prefix(what.to_string());
     bar
 }
 
@@ -575,7 +580,8 @@ pub fn duration_position(elapsed: Duration, total: Duration) -> u64 {
 
 /// A spinner for work whose total is not known in advance: what it has done so far is its
 /// message. Hidden until [`SlowBar::poke`] finds that the work has gone on for a while.
-pub fn spinner(template: &str) -> ProgressBar {
+/// `template` is a fixed string; what varies (a file name) goes in `{prefix}`.
+pub fn spinner(template: &'static str) -> ProgressBar {
     let bar = ProgressBar::hidden().with_finish(ProgressFinish::AndClear);
     bar.set_style(ProgressStyle::with_template(template).expect("a valid template"));
     bar
@@ -672,14 +678,15 @@ mod tests {
         }
     }
 
-    /// What `style` draws for a bar at `pos` of `len`.
-    fn drawn(style: ProgressStyle, pos: u64, len: u64) -> String {
+    /// What `style` draws for a bar about `what` at `pos` of `len`.
+    fn drawn((style, what): (ProgressStyle, &str), pos: u64, len: u64) -> String {
         let screen = Screen::default();
         let bar = ProgressBar::with_draw_target(
             Some(len),
             ProgressDrawTarget::term_like(Box::new(screen.clone())),
         );
         bar.set_style(style);
+        bar.set_prefix(what.to_string());
         bar.set_position(pos);
         bar.abandon();
         let text = screen.0.lock().unwrap().concat();
@@ -688,7 +695,7 @@ mod tests {
 
     #[test]
     fn a_count_bar_shows_the_count_the_share_done_and_the_time_left() {
-        let line = drawn(count_style("validate", "simulations"), 30, 120);
+        let line = drawn((count_style("simulations"), "validate"), 30, 120);
         assert!(
             line.contains("validate: 30/120 simulations (25%)"),
             "{line}"
@@ -698,11 +705,14 @@ mod tests {
 
     #[test]
     fn a_bytes_bar_shows_the_bytes_read_and_the_share_done() {
-        let line = drawn(bytes_style("reading x.data"), 3 << 20, 12 << 20);
+        let line = drawn((bytes_style(), "reading x.data"), 3 << 20, 12 << 20);
         assert!(
             line.contains("reading x.data: 3.00 MiB of 12.00 MiB (25%)"),
             "{line}"
         );
+        // a file name with braces is shown as it is (in a template it would be a key)
+        let line = drawn((bytes_style(), "reading x{a:b}{.data"), 1, 4);
+        assert!(line.contains("reading x{a:b}{.data: "), "{line}");
         assert!(line.contains(" left]"), "{line}");
     }
 
@@ -710,7 +720,7 @@ mod tests {
     fn a_duration_bar_shows_the_time_done_the_time_left_and_the_share() {
         let total = Duration::from_secs(60);
         let pos = duration_position(Duration::from_secs(15), total);
-        let line = drawn(duration_style("recording"), pos, millis(total));
+        let line = drawn((duration_style(), "recording"), pos, millis(total));
         assert!(
             line.contains("recording: 00:00:15 of 00:01:00 (25%), 00:00:45 left"),
             "{line}"
@@ -718,7 +728,7 @@ mod tests {
         // the last progress report comes a little after the duration: the bar stops at its end
         let late = duration_position(Duration::from_millis(60_250), total);
         assert_eq!(late, 60_000);
-        let line = drawn(duration_style("recording"), late, millis(total));
+        let line = drawn((duration_style(), "recording"), late, millis(total));
         assert!(line.contains("(100%), 00:00:00 left"), "{line}");
     }
 
@@ -729,7 +739,8 @@ mod tests {
             None,
             ProgressDrawTarget::term_like(Box::new(screen.clone())),
         );
-        bar.set_style(count_style("study", "runs"));
+        bar.set_style(count_style("runs"));
+        bar.set_prefix("study");
         bar.tick();
         bar.abandon();
         let text = screen.0.lock().unwrap().concat();

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 /// `numalab sim` under an address-space limit of `limit_kib`; killed after a minute (a run
 /// that got its memory after all would go on for hours).
 fn sim_limited(limit_kib: u64, workload: &str) -> (Option<i32>, String) {
-    let script =
-        format!("ulimit -v {limit_kib} && exec \"$0\" sim -m xeon-gold6130-4n -w {workload} -q");
+    let script = format!(
+        "ulimit -v {limit_kib} && exec \"$0\" sim -m xeon-gold6130-4n -w {workload} -q --jobs 1"
+    );
     let mut child = Command::new("sh")
         .args(["-c", &script, env!("CARGO_BIN_EXE_numalab")])
         .env_remove("RUST_BACKTRACE")

@@ -97,7 +97,8 @@ fn quiet_draws_no_bar() {
 fn analyze_json_to_standard_output_stays_pure_with_progress_on() {
     let dir = std::env::temp_dir().join(format!("numalab-progress-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("s.arrows");
+    // braces in the name: it labels the bar, and in a bar's template it would be a key
+    let file = dir.join("s{a:b}{.arrows");
     let made = Command::new(env!("CARGO_BIN_EXE_numalab"))
         .args(["sim", "-q", "-w", "stream:n=100000", "--sample-period", "7"])
         .arg("--samples-out")
@@ -110,5 +111,15 @@ fn analyze_json_to_standard_output_stays_pure_with_progress_on() {
     let json: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("standard output is not pure JSON ({e}): {:?}", out.stdout));
     assert!(json.is_object());
+    let quiet = Command::new(env!("CARGO_BIN_EXE_numalab"))
+        .args(["analyze", "-q"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        quiet.status.success(),
+        "{}",
+        String::from_utf8_lossy(&quiet.stderr)
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

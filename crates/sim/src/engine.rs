@@ -2423,7 +2423,9 @@ fn fresh_touch(
             pte
         }
         Some(Touch::WaitUntil(done)) => {
-            // the page lock holds this thread until the owner's fault ends
+            // a fault too (it takes the mmap_lock), then the page lock holds this thread
+            // until the owner's fault ends
+            pass_mmap_lock(th, sh);
             th.s.fault_ns += done - th.clock;
             th.clock = done;
             th.window.serialise(th.indep_ns, th.s.loads + th.s.stores);

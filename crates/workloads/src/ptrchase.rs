@@ -116,14 +116,15 @@ impl ChaseParams {
     /// The order takes 4 bytes of host memory per simulated line (16 GiB for a 256 GiB
     /// buffer); where the host cannot allocate it the run is stopped through `mem` with an
     /// error naming the size (`None`), not aborted.
-    pub fn chain(&self, mem: &mut dyn AddressSpace) -> Option<Arc<[u32]>> {
+    pub fn chain(&self, mem: &mut dyn AddressSpace) -> Option<Arc<Vec<u32>>> {
         let lines_per_page = self.page.unwrap_or(PageSize::Base4K).bytes() / LINE_BYTES;
         let order = chain_order(self.lines(), lines_per_page, self.variant, self.seed);
         if order.is_none() {
             let bytes = self.lines() * std::mem::size_of::<u32>() as u64;
             mem.host_memory_refused("the pointer chase's visiting order", bytes);
         }
-        order.map(Arc::from)
+        // an Arc<Vec> takes the order as it is (an Arc<[u32]> would copy it, twice the memory)
+        order.map(Arc::new)
     }
 
     /// `key=value` list for names.
@@ -163,7 +164,7 @@ impl ChaseParams {
         );
     }
 
-    pub(crate) fn push_chase(&self, s: &mut Script, base: u64, order: &Arc<[u32]>) {
+    pub(crate) fn push_chase(&self, s: &mut Script, base: u64, order: &Arc<Vec<u32>>) {
         if self.warmup {
             s.phase(PHASE_WARMUP);
             s.gen(Chase {
@@ -256,7 +257,7 @@ fn shuffle(v: &mut [u32], rng: &mut SplitMix64) {
 
 /// `left` dependent loads following `order` from position `pos` (wrapping around the cycle).
 pub(crate) struct Chase {
-    pub order: Arc<[u32]>,
+    pub order: Arc<Vec<u32>>,
     pub base: u64,
     pub pos: usize,
     pub left: u64,
