@@ -157,14 +157,17 @@ fn memhog_and_migrate_refuse_senseless_values_and_memhog_json_is_json_alone() {
             &["memhog", "1M", "--writers", "100000"][..],
             "--writers 100000: expected 1 to 256",
         ),
-        (&["memhog", "1M", "--writers", "0"][..], "--writers 0"),
+        (
+            &["memhog", "1M", "--writers", "0"][..],
+            "'--writers <WRITERS>': expected a whole number of writer threads, at least 1 (got '0')",
+        ),
         (
             &["migrate", "--pid", "0", "--to", "0"][..],
-            "--pid 0: expected the pid",
+            "expected the pid of a running process (see ps or pgrep), at least 1 (got '0')",
         ),
         (
             &["migrate", "--pid", "1", "--to", "0", "--batch-pages", "0"][..],
-            "--batch-pages 0: expected at least 1",
+            "expected a whole number of pages per move_pages call, at least 1 (got '0')",
         ),
     ] {
         let out = numalab().args(args).output().unwrap();
