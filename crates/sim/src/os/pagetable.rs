@@ -125,8 +125,9 @@ impl PageTable {
         let n = ((end - VA_BASE) >> 12) as usize;
         if n > self.entries.len() {
             let more = n - self.entries.len();
+            // amortised, as `resize` grows: a run maps many regions one after another
             self.entries
-                .try_reserve_exact(more)
+                .try_reserve(more)
                 .map_err(|_| (more * std::mem::size_of::<Pte>()) as u64)?;
             self.entries.resize(n, Pte::default());
         }
