@@ -42,7 +42,10 @@ fn valid_perf_data() -> Vec<u8> {
         nodes: 2,
         ..Default::default()
     };
-    let path = tmp("valid");
+    // one file per call: the tests run in parallel, and each removes its own
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = tmp(&format!("valid{n}"));
     export(&mut MemorySource::new(meta, &samples), &path).unwrap();
     let bytes = std::fs::read(&path).unwrap();
     std::fs::remove_file(&path).ok();
