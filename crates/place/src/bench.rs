@@ -61,6 +61,24 @@ fn count_on(status: &[PageStatus], node: NodeId) -> usize {
         .count()
 }
 
+/// What move_pages said of the pages that did not reach `dest`, most frequent first
+/// ("3647 × Busy, 2 × OnNode(NodeId(2))"): a failed round then says why.
+fn status_counts(status: &[PageStatus], dest: NodeId) -> String {
+    let mut counts: std::collections::HashMap<PageStatus, usize> = Default::default();
+    for s in status.iter().filter(|s| **s != PageStatus::OnNode(dest)) {
+        *counts.entry(*s).or_default() += 1;
+    }
+    let mut v: Vec<_> = counts.into_iter().collect();
+    v.sort_by(|a, b| {
+        b.1.cmp(&a.1)
+            .then(format!("{:?}", a.0).cmp(&format!("{:?}", b.0)))
+    });
+    v.iter()
+        .map(|(s, n)| format!("{n} × {s:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// move_pages of a buffer of `size_bytes` back and forth between `from` and `to`, once per
 /// batch size (best of `repeat` rounds each).
 pub fn batches(
@@ -106,9 +124,10 @@ pub fn batches(
             let moved = count_on(&rep.status, dest);
             if moved < pages.len() * 9 / 10 {
                 return Err(BenchError::Other(format!(
-                    "only {moved} of {} pages reached node {} (is it full?)",
+                    "only {moved} of {} pages reached node {} (is it full?); the others: {}",
                     pages.len(),
-                    dest.0
+                    dest.0,
+                    status_counts(&rep.status, dest)
                 )));
             }
             at = dest;
