@@ -88,6 +88,10 @@ impl<'a> Reading<'a> {
 
     fn advance(&mut self, samples: usize) {
         self.samples += samples as u64;
+        if self.slow.quiet() {
+            // no bar: no need to read /proc/self/io for every batch
+            return;
+        }
         let pos = match (self.read_at_open, bytes_read()) {
             // the side files (placement) are read too: the bar stops at its end
             (Some(at_open), Some(now)) => now

@@ -621,6 +621,11 @@ impl SlowBar {
         }
     }
 
+    /// Whether the bar is never to be shown (`-q`): its position need not be worked out.
+    pub fn quiet(&self) -> bool {
+        self.quiet
+    }
+
     /// Show the bar if the work has gone on for long enough; once only (a bar whose standard
     /// error is not a terminal stays hidden, and must not be set up again at every poke).
     pub fn poke(&mut self) {
