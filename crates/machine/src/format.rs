@@ -285,9 +285,12 @@ struct OsRaw {
     thp_migrate_mbps: Option<f64>,
     split_ns: Option<f64>,
     tlb_shootdown_ns: Option<f64>,
+    tlb_shootdown_per_cpu_ns: Option<f64>,
+    tlb_flush_ipi_ns: Option<f64>,
     sample_ns: Option<f64>,
     signal_ns: Option<f64>,
     mprotect_ns: Option<f64>,
+    linux: Option<String>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -897,9 +900,14 @@ fn resolve(
         thp_migrate_mbps: ro.thp_migrate_mbps.unwrap_or(oo.thp_migrate_mbps),
         split_ns: ro.split_ns.unwrap_or(oo.split_ns),
         tlb_shootdown_ns: ro.tlb_shootdown_ns.unwrap_or(oo.tlb_shootdown_ns),
+        tlb_shootdown_per_cpu_ns: ro
+            .tlb_shootdown_per_cpu_ns
+            .unwrap_or(oo.tlb_shootdown_per_cpu_ns),
+        tlb_flush_ipi_ns: ro.tlb_flush_ipi_ns.unwrap_or(oo.tlb_flush_ipi_ns),
         sample_ns: ro.sample_ns.unwrap_or(oo.sample_ns),
         signal_ns: ro.signal_ns.unwrap_or(oo.signal_ns),
         mprotect_ns: ro.mprotect_ns.unwrap_or(oo.mprotect_ns),
+        linux: ro.linux.unwrap_or(oo.linux),
     };
 
     Ok(Machine {
@@ -1088,11 +1096,14 @@ pub(crate) fn to_toml(m: &Machine) -> String {
         ("thp_migrate_mbps", o.thp_migrate_mbps),
         ("split_ns", o.split_ns),
         ("tlb_shootdown_ns", o.tlb_shootdown_ns),
+        ("tlb_shootdown_per_cpu_ns", o.tlb_shootdown_per_cpu_ns),
+        ("tlb_flush_ipi_ns", o.tlb_flush_ipi_ns),
         ("sample_ns", o.sample_ns),
         ("signal_ns", o.signal_ns),
         ("mprotect_ns", o.mprotect_ns),
     ] {
         let _ = writeln!(s, "{k} = {}", num(v));
     }
+    let _ = writeln!(s, "linux = \"{}\"", o.linux.escape_default());
     s
 }

@@ -254,8 +254,18 @@ pub struct OsCosts {
     pub thp_migrate_mbps: f64,
     /// Cost of splitting one huge page, ns.
     pub split_ns: f64,
-    /// Cost of one TLB shootdown (IPIs to the other CPUs of the task), ns.
+    /// A TLB shootdown's cost to the CPU that raises it when it reaches one other CPU of
+    /// the task (send the IPI, wait for its acknowledgement), ns. Each further CPU adds
+    /// `tlb_shootdown_per_cpu_ns` (the IPIs go out one after another); each CPU reached
+    /// loses `tlb_flush_ipi_ns`. A task with no other CPU flushes locally, at no extra cost.
     pub tlb_shootdown_ns: f64,
+    /// Each further CPU a shootdown reaches, to the raising CPU, ns.
+    #[serde(default = "default_tlb_shootdown_per_cpu_ns")]
+    pub tlb_shootdown_per_cpu_ns: f64,
+    /// Each CPU a shootdown reaches: the flush interrupt (entry, INVLPG, acknowledgement,
+    /// return), ns.
+    #[serde(default = "default_tlb_flush_ipi_ns")]
+    pub tlb_flush_ipi_ns: f64,
     /// Per-sample cost of the IBS/PEBS-like sampler to the sampled thread, ns.
     pub sample_ns: f64,
     /// User-space next-touch: delivering SIGSEGV to the handler and returning (trap, signal
@@ -266,6 +276,37 @@ pub struct OsCosts {
     /// shootdown it causes is `tlb_shootdown_ns`), ns (E, §10: nearly free).
     #[serde(default = "default_mprotect_ns")]
     pub mprotect_ns: f64,
+    /// The Linux release the costs and the kernel's behaviour follow, "MAJOR.MINOR" (the
+    /// preset's study's kernel): where a mechanism changed between releases the model does
+    /// what that release does (docs/model.md, "TLB shootdowns").
+    #[serde(default = "default_linux")]
+    pub linux: String,
+}
+
+fn default_tlb_shootdown_per_cpu_ns() -> f64 {
+    OsCosts::reference().tlb_shootdown_per_cpu_ns
+}
+
+fn default_tlb_flush_ipi_ns() -> f64 {
+    OsCosts::reference().tlb_flush_ipi_ns
+}
+
+fn default_linux() -> String {
+    OsCosts::reference().linux
+}
+
+/// "MAJOR.MINOR" (a patch level and anything after it ignored: "2.6.27" is 2.6) as a pair,
+/// or None when it does not start so.
+pub fn parse_linux_version(v: &str) -> Option<(u32, u32)> {
+    let mut parts = v.trim().split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts
+        .next()?
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()?;
+    Some((major, minor))
 }
 
 fn default_signal_ns() -> f64 {
@@ -292,10 +333,35 @@ impl OsCosts {
             kernel_copy_mbps: 1_000.0,
             thp_migrate_mbps: 0.0,
             split_ns: 20_000.0,
-            tlb_shootdown_ns: 5_000.0,
+            // The Multikernel's unmap latency of Linux 2.6.26 on an 8 × 4-core Opteron
+            // (Baumann et al., SOSP 2009, Fig. 7, as read off the plot): ≈ 5 200 cycles with
+            // one other core, ≈ 29 500 with 31, so ≈ 810 cycles a further core; at 2 GHz
+            // (that machine's clock). It includes the unmap call's own work (E: a few
+            // hundred ns too much).
+            tlb_shootdown_ns: 2_600.0,
+            tlb_shootdown_per_cpu_ns: 405.0,
+            // the flush interrupt on each CPU reached: ≈ 800 cycles of trap (Baumann et al.
+            // 2009) and one INVLPG, 260 cycles (`__flush_tlb_one`, I. Molnar, LKML
+            // 2015-06): ≈ 1 060 cycles at 2 GHz (E: the sum of two published parts)
+            tlb_flush_ipi_ns: 530.0,
             sample_ns: 200.0,
             signal_ns: 2_000.0,
             mprotect_ns: 1_000.0,
+            linux: "6.1".to_string(),
+        }
+    }
+
+    /// Whether the modelled kernel is `major.minor` or later.
+    pub fn linux_at_least(&self, major: u32, minor: u32) -> bool {
+        parse_linux_version(&self.linux).is_some_and(|v| v >= (major, minor))
+    }
+
+    /// The raising CPU's time for one shootdown reaching `cpus` other CPUs, ns (0 for none:
+    /// a local flush, in the operation's own cost).
+    pub fn shootdown_initiator_ns(&self, cpus: usize) -> f64 {
+        match cpus {
+            0 => 0.0,
+            k => self.tlb_shootdown_ns + (k - 1) as f64 * self.tlb_shootdown_per_cpu_ns,
         }
     }
 }

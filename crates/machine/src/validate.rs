@@ -454,11 +454,20 @@ pub(crate) fn check(m: &Machine) -> Result<(), Problem> {
         ("os.migrate_pages_base_ns", o.migrate_pages_base_ns),
         ("os.split_ns", o.split_ns),
         ("os.tlb_shootdown_ns", o.tlb_shootdown_ns),
+        ("os.tlb_shootdown_per_cpu_ns", o.tlb_shootdown_per_cpu_ns),
+        ("os.tlb_flush_ipi_ns", o.tlb_flush_ipi_ns),
         ("os.sample_ns", o.sample_ns),
         ("os.signal_ns", o.signal_ns),
         ("os.mprotect_ns", o.mprotect_ns),
     ] {
         non_negative(key, v, "a cost in ns, 0 or more")?;
+    }
+    if crate::parse_linux_version(&o.linux).is_none() {
+        return Err(Problem::new(
+            "os.linux",
+            format!("{:?} is not a Linux release", o.linux),
+            "MAJOR.MINOR, e.g. \"3.9\" or \"6.1\"",
+        ));
     }
     non_negative(
         "os.thp_migrate_mbps",

@@ -18,6 +18,7 @@ use crate::hw::tlb::{Tlb, TlbOutcome};
 use crate::memsys::{EpochEnd, MemSys};
 use crate::os::first_touch::Touch;
 use crate::os::mmap_lock::MmapLock;
+use crate::os::tlb_shootdown::Shootdowns;
 use crate::os::{MigrateReport, Os, OsError};
 use crate::pinning::Pinning;
 use crate::results::*;
@@ -121,7 +122,8 @@ struct Params {
     migrate_pages_base_ns: f64,
     migrate_pages_bytes_per_ns: f64,
     split_ns: f64,
-    shootdown_ns: f64,
+    /// TLB shootdowns: their costs and when the kernel raises them (os/tlb_shootdown.rs).
+    shootdowns: Shootdowns,
     signal_ns: f64,
     mprotect_ns: f64,
     pt_lines: PtLines,
@@ -389,8 +391,11 @@ struct Shared {
     max_samples: usize,
     samples_taken: u64,
     /// TLB shootdowns raised in a fault handler for the task's other threads, applied when
-    /// the faulting thread's run returns: (task, faulting thread, start, len, count).
-    deferred_shootdowns: Vec<(TaskId, u32, u64, u64, u32)>,
+    /// the faulting thread's run returns: (task, faulting thread, start, len, ns each other
+    /// live thread loses).
+    deferred_shootdowns: Vec<(TaskId, u32, u64, u64, f64)>,
+    /// Per task, its threads that have not finished: the CPUs a shootdown reaches.
+    live_threads: Vec<u32>,
     /// Fault time given back to a thread that lost a first-touch race it had faulted for
     /// (os/first_touch.rs): (thread, ns), applied when the running thread's turn returns.
     fault_refunds: Vec<(u32, f64)>,
@@ -621,7 +626,7 @@ impl Simulator {
             migrate_pages_base_ns: os_c.migrate_pages_base_ns,
             migrate_pages_bytes_per_ns: os_c.migrate_pages_mbps * 1e-3,
             split_ns: os_c.split_ns,
-            shootdown_ns: os_c.tlb_shootdown_ns,
+            shootdowns: Shootdowns::new(os_c),
             signal_ns: os_c.signal_ns,
             mprotect_ns: os_c.mprotect_ns,
             pt_lines: PtLines::new(os.va_end(), max_set_bits),
@@ -660,6 +665,13 @@ impl Simulator {
             max_samples: cfg.max_samples,
             samples_taken: 0,
             deferred_shootdowns: Vec::new(),
+            live_threads: {
+                let mut n = vec![0; tasks];
+                for t in &threads {
+                    n[t.task.index()] += 1;
+                }
+                n
+            },
             fault_refunds: Vec::new(),
         };
         Ok(Simulator {
@@ -1132,6 +1144,7 @@ impl Simulator {
                     // the program ends with a system call, which waits for its stores
                     drain_stores(th);
                     th.finished = true;
+                    sh.live_threads[th.task.index()] -= 1;
                     close_phase(th, &mut self.phases);
                     th.s.time_ns = th.clock;
                     return Ok(());
@@ -1269,8 +1282,12 @@ impl Simulator {
             .numab
             .as_ref()
             .map_or(1.0, |nb| nb.params.cost_scale());
-        for (task, start, len) in out.flush {
-            self.shootdown_costing(task, start, len, self.sh.p.shootdown_ns * scale);
+        for (t, task, start, len) in out.flush {
+            // task_numa_work runs in thread t's context: it raises the flush
+            let ns = self.raise_shootdowns(task, Some(t as usize), (start, len), 1, scale);
+            let th = &mut self.threads[t as usize];
+            th.clock += ns;
+            th.s.numa_scan_ns += ns;
         }
         let moves = out.moves.into_iter().map(|(t, cpu)| Action::MoveThread {
             thread: ThreadId(t),
@@ -1289,7 +1306,18 @@ impl Simulator {
             // migration entries meanwhile, on some CPU (`run_daemon`)
             let bytes: u64 = copies.iter().map(|c| c.2).sum();
             let ns = bytes as f64 / self.sh.p.kernel_copy_bytes_per_ns;
-            let from_ns = self.run_daemon(Daemon::Khugepaged, ns);
+            // the old PMD is cleared and flushed first (`pmdp_collapse_flush`): one shootdown
+            let owner = self
+                .sh
+                .os
+                .regions
+                .iter()
+                .find(|r| r.start <= start && start < r.end());
+            let flush = match owner.map(|r| r.task) {
+                Some(task) => self.raise_shootdowns(task, None, (start, 0), 1, 1.0),
+                None => 0.0,
+            };
+            let from_ns = self.run_daemon(Daemon::Khugepaged, flush + ns) + flush;
             self.sh
                 .os
                 .mark_migrating(start, PageSize::Huge2M, from_ns, from_ns + ns);
@@ -1401,8 +1429,8 @@ impl Simulator {
                 }
                 Action::SplitHuge { task, addr } => {
                     if let Some((s, size)) = self.sh.os.split(addr) {
-                        self.charge(caller, self.sh.p.split_ns);
-                        self.shootdown(task, s, size.bytes());
+                        let flush = self.raise_shootdowns(task, caller, (s, size.bytes()), 1, 1.0);
+                        self.charge(caller, self.sh.p.split_ns + flush);
                     }
                 }
                 Action::SetThpAdvice {
@@ -1442,8 +1470,8 @@ impl Simulator {
                 } => {
                     // unmap (os/next_touch.rs): one protection change and its shootdown
                     self.sh.os.lazy_migrate(task, start, len_bytes, to);
-                    self.charge(caller, self.sh.p.mprotect_ns);
-                    self.shootdown(task, start, len_bytes);
+                    let flush = self.raise_shootdowns(task, caller, (start, len_bytes), 1, 1.0);
+                    self.charge(caller, self.sh.p.mprotect_ns + flush);
                 }
                 Action::MarkNextTouch {
                     task,
@@ -1462,8 +1490,8 @@ impl Simulator {
                                 .mark_next_touch_user(task, start, len_bytes, unit_bytes);
                         }
                     }
-                    self.charge(caller, self.sh.p.mprotect_ns);
-                    self.shootdown(task, start, len_bytes);
+                    let flush = self.raise_shootdowns(task, caller, (start, len_bytes), 1, 1.0);
+                    self.charge(caller, self.sh.p.mprotect_ns + flush);
                 }
                 Action::MigrateProcess { task, from, to } => {
                     // migrate_pages(2): each step (source node) walks the whole address
@@ -1526,25 +1554,35 @@ impl Simulator {
     ) {
         let p = &self.sh.p;
         let copy_ns: f64 = r.moved.iter().map(|&(_, s)| p.folio_copy_ns(s, rate)).sum();
-        let start = self.charge(caller, base_ns + copy_ns);
+        // the task's PTEs of a policy's folios are accessible: each folio (or batch) flushes
+        let flushes = p
+            .shootdowns
+            .migration_flushes(r.moved.iter().map(|&(_, s)| (s, true)));
+        let flush_ns = flushes as f64
+            * p.shootdowns
+                .initiator_ns(self.shootdown_targets(task, caller));
+        let start = self.charge(caller, base_ns + flush_ns + copy_ns);
         if r.folios_moved == 0 {
             return;
         }
-        let window = (start + base_ns, start + base_ns + copy_ns);
+        let window = (start + base_ns, start + base_ns + flush_ns + copy_ns);
         match caller.and_then(|t| self.threads.get_mut(t)) {
             Some(th) => copy_on_thread(th, &r.copies, window.0, window.1, false),
             None => self.copy_on_daemon(&r.copies, window.0, window.1),
         }
-        let mut at = start + base_ns;
+        // each folio: unmap and flush, then its copy (before 6.3's batches, folio by folio)
+        let flush_each = flush_ns / r.moved.len().max(1) as f64;
+        let mut at = window.0;
         for &(s, size) in &r.moved {
-            let until = at + self.sh.p.folio_copy_ns(size, rate);
+            let until = at + flush_each + self.sh.p.folio_copy_ns(size, rate);
             self.sh.os.mark_migrating(s, size, at, until);
             at = until;
             for th in self.threads.iter().filter(|t| t.task == task) {
                 self.cores.state(th.core).tlb.invalidate(s, size);
             }
         }
-        self.shootdown(task, 0, 0);
+        let ipi_ns = flushes as f64 * self.sh.p.shootdowns.ipi_ns;
+        self.interrupt_others(task, caller, 0, 0, ipi_ns);
     }
 
     /// A daemon copies `copies` (from, to, bytes) over `[from_ns, until_ns)` of its work: as
@@ -1701,38 +1739,73 @@ impl Simulator {
 
     /// The other CPUs' share of shootdowns raised in fault handlers.
     fn flush_deferred_shootdowns(&mut self) {
-        let cost = self.sh.p.shootdown_ns;
-        for (task, except, start, len, n) in std::mem::take(&mut self.sh.deferred_shootdowns) {
+        for (task, except, start, len, ns) in std::mem::take(&mut self.sh.deferred_shootdowns) {
             for th in self
                 .threads
                 .iter_mut()
                 .filter(|t| t.task == task && !t.finished && t.id != except)
             {
-                self.cores.state(th.core).tlb.invalidate_range(start, len);
-                th.clock += cost * n as f64;
-                th.s.migration_ns += cost * n as f64;
+                if len > 0 {
+                    self.cores.state(th.core).tlb.invalidate_range(start, len);
+                }
+                th.clock += ns;
+                th.s.migration_ns += ns;
             }
         }
     }
 
-    /// Charge a TLB shootdown to every thread of `task`; invalidate the range if given.
-    fn shootdown(&mut self, task: TaskId, start: u64, len: u64) {
-        self.shootdown_costing(task, start, len, self.sh.p.shootdown_ns);
+    /// The CPUs a shootdown for `task` raised by `caller` (a thread; None: a daemon, on a CPU
+    /// of its own) reaches: the task's other live threads (os/tlb_shootdown.rs).
+    fn shootdown_targets(&self, task: TaskId, caller: Option<usize>) -> usize {
+        let live = self.sh.live_threads.get(task.index()).copied().unwrap_or(0) as usize;
+        let own = caller
+            .and_then(|t| self.threads.get(t))
+            .is_some_and(|th| th.task == task && !th.finished);
+        live - usize::from(own)
     }
 
-    /// As [`shootdown`](Self::shootdown), at `cost` per thread.
-    fn shootdown_costing(&mut self, task: TaskId, start: u64, len: u64, cost: f64) {
-        for th in self
-            .threads
-            .iter_mut()
-            .filter(|t| t.task == task && !t.finished)
-        {
+    /// Every live thread of `task` but `caller` loses `ns` to flush interrupts; all of them
+    /// drop `[start, start + len)` from their TLBs (len 0: nothing more to drop).
+    fn interrupt_others(
+        &mut self,
+        task: TaskId,
+        caller: Option<usize>,
+        start: u64,
+        len: u64,
+        ns: f64,
+    ) {
+        for (i, th) in self.threads.iter_mut().enumerate() {
+            if th.task != task || th.finished {
+                continue;
+            }
             if len > 0 {
                 self.cores.state(th.core).tlb.invalidate_range(start, len);
             }
-            th.clock += cost;
-            th.s.migration_ns += cost;
+            if Some(i) != caller {
+                th.clock += ns;
+                th.s.migration_ns += ns;
+            }
         }
+    }
+
+    /// `flushes` shootdowns of `[start, start + len)` for `task`, raised by `caller`, at
+    /// `scale` times the costs: the task's other live threads lose the interrupts; returns
+    /// the raiser's time, for the caller to charge where the operation's cost goes.
+    fn raise_shootdowns(
+        &mut self,
+        task: TaskId,
+        caller: Option<usize>,
+        (start, len): (u64, u64),
+        flushes: u32,
+        scale: f64,
+    ) -> f64 {
+        if flushes == 0 {
+            return 0.0;
+        }
+        let sd = self.sh.p.shootdowns.scaled(scale);
+        let cpus = self.shootdown_targets(task, caller);
+        self.interrupt_others(task, caller, start, len, flushes as f64 * sd.ipi_ns);
+        flushes as f64 * sd.initiator_ns(cpus)
     }
 
     fn finish(
@@ -2667,6 +2740,11 @@ fn slow_path_after_wait(
         let r = sh.os.kernel_next_touch_fault(addr, local);
         ns += sh.p.fault_ns[0];
         if r.folios_moved > 0 {
+            // the marked PTE is inaccessible: a flush before 3.8, or for a huge folio
+            let flushes =
+                sh.p.shootdowns
+                    .migration_flushes(std::iter::once((size, false)));
+            ns += raise_from_fault(th, sh, (start, 0), flushes, 1.0);
             let copy_ns = sh.p.folio_copy_ns(size, sh.p.kernel_copy_bytes_per_ns);
             let at = th.clock + ns;
             copy_on_thread(th, &r.copies, at, at + copy_ns, true);
@@ -2695,7 +2773,13 @@ fn slow_path_after_wait(
         for (s, sz) in h.invalidate {
             th.tlb.invalidate(s, sz);
         }
-        ns += h.ns;
+        // balancing's per-operation costs scale with `time_scale` (`scale_costs`)
+        let scale = sh
+            .os
+            .numab
+            .as_ref()
+            .map_or(1.0, |nb| nb.params.cost_scale());
+        ns += h.ns + raise_from_fault(th, sh, (0, 0), h.flushes, scale);
         if copied {
             // the faulting thread copies the folio; other touchers wait (migration_entry.rs)
             let now = sh.os.pt.get(addr).size();
@@ -2709,6 +2793,27 @@ fn slow_path_after_wait(
     th.s.fault_ns += ns;
     th.s.migration_ns += ns;
     Ok(ns)
+}
+
+/// `flushes` shootdowns of `[start, start + len)` raised in thread `th`'s fault handler, at
+/// `scale` times the costs (os/tlb_shootdown.rs): returns the thread's time; the task's other
+/// live threads lose the interrupts when this thread's run returns.
+fn raise_from_fault(
+    th: &Thread,
+    sh: &mut Shared,
+    (start, len): (u64, u64),
+    flushes: u32,
+    scale: f64,
+) -> f64 {
+    let cpus = sh.live_threads[th.task.index()].saturating_sub(1) as usize;
+    if flushes == 0 || cpus == 0 {
+        return 0.0;
+    }
+    let sd = sh.p.shootdowns.scaled(scale);
+    let ipi_ns = flushes as f64 * sd.ipi_ns;
+    sh.deferred_shootdowns
+        .push((th.task, th.id, start, len, ipi_ns));
+    flushes as f64 * sd.initiator_ns(cpus)
 }
 
 /// A fault on a page marked by user-space next-touch or unmapped by lazy migration
@@ -2730,14 +2835,16 @@ fn moves_on_touch_fault(
     } else {
         let t = sh.os.user_next_touch_fault(addr, NodeId(th.node as u16));
         let bytes = t.report.base_pages_moved << 12;
+        // move_pages over the unit's PROT_NONE folios, then the mprotect restoring it
+        let moved = t.report.moved.iter().map(|&(_, size)| (size, false));
+        let flushes = sh.p.shootdowns.migration_flushes(moved) + 1;
+        let unit = (t.unit_start, t.unit_len);
         let ns = sh.p.signal_ns
             + sh.p.move_pages_base_ns
             + bytes as f64 / sh.p.move_pages_bytes_per_ns
             + sh.p.mprotect_ns
-            + sh.p.shootdown_ns;
+            + raise_from_fault(th, sh, unit, flushes, 1.0);
         th.tlb.invalidate_range(t.unit_start, t.unit_len);
-        sh.deferred_shootdowns
-            .push((th.task, th.id, t.unit_start, t.unit_len, 1));
         th.s.next_touch_migrations += t.report.folios_moved;
         (ns, t.report)
     };

@@ -115,15 +115,28 @@ fn run(m: &Machine, touch_nodes: &[u16], from: &[u16], to: &[u16]) -> (SimResult
 }
 
 /// The caller (thread 0) spent, within 1 %, what a call of `walks` address-space walks
-/// copying `bytes` costs: `walks × migrate_pages_base_ns + bytes / migrate_pages_mbps`.
-fn assert_call_ns(m: &Machine, r: &SimResult, walks: u32, bytes: u64) {
+/// copying `bytes` costs: `walks × migrate_pages_base_ns + bytes / migrate_pages_mbps`, and a
+/// TLB shootdown per page to the process's `others` other threads (os/tlb_shootdown.rs:
+/// Linux 2.6.27 flushes each page it unmaps).
+fn assert_call_ns(m: &Machine, r: &SimResult, walks: u32, bytes: u64, others: usize) {
+    let flushes = (bytes / PAGE) as f64 * m.os.shootdown_initiator_ns(others);
     let expect = f64::from(walks) * m.os.migrate_pages_base_ns
-        + bytes as f64 / (m.os.migrate_pages_mbps * 1e-3);
+        + bytes as f64 / (m.os.migrate_pages_mbps * 1e-3)
+        + flushes;
     let call = r.per_thread[0].migration_ns;
     assert!(
         (call / expect - 1.0).abs() < 0.01,
         "{call} ns for a {expect} ns call"
     );
+    // each other thread lost one flush interrupt a page
+    let ipi = (bytes / PAGE) as f64 * m.os.tlb_flush_ipi_ns;
+    for t in &r.per_thread[1..=others] {
+        assert!(
+            (t.migration_ns / ipi - 1.0).abs() < 0.01,
+            "{} ns of interrupts, {ipi} expected",
+            t.migration_ns
+        );
+    }
 }
 
 /// GF09's machine, whose figures the costs come from (reference/policies.md §10).
@@ -140,7 +153,7 @@ fn one_call_moves_a_buffer_at_the_calls_rate_and_loads_both_controllers() {
     assert_eq!(r.vmstat.pgmigrate_success, SHARE);
     assert!(r.per_node[1].resident_bytes >= bytes, "{:?}", r.per_node[1]);
     // one source node: one walk, then the copies at migrate_pages' rate, to the caller
-    assert_call_ns(&m, &r, 1, bytes);
+    assert_call_ns(&m, &r, 1, bytes, 1);
     // the copies read node 0's controller and wrote node 1's
     assert!(
         r.per_node[0].ctrl_read_bytes >= bytes,
@@ -162,7 +175,7 @@ fn a_chain_keeps_relative_positions_and_walks_once_per_source() {
     let (r, seen) = run(&m, &[1, 2], &[1, 2], &[2, 3]);
     assert_eq!(seen, [NodeId(2), NodeId(3)]);
     assert_eq!(r.vmstat.pgmigrate_success, 2 * SHARE);
-    assert_call_ns(&m, &r, 2, 2 * SHARE * PAGE);
+    assert_call_ns(&m, &r, 2, 2 * SHARE * PAGE, 2);
 }
 
 #[test]

@@ -15,6 +15,7 @@ pub mod numa_balancing;
 pub mod pagetable;
 pub mod pt_pages;
 pub mod thp_split_ext;
+pub mod tlb_shootdown;
 
 use mempolicy::{place, PlaceCtx, PolicyState};
 use numalab_core::{MemPolicy, NodeId, PageSize, TaskId, Topology};

@@ -277,8 +277,9 @@ pub struct TaskTick {
 pub struct TickOutcome {
     /// (thread, ns) scanning time charged to the thread that ran task_numa_work.
     pub scan_ns: Vec<(u32, f64)>,
-    /// (mm, start, len): protected ranges whose TLB entries are flushed (one shootdown each).
-    pub flush: Vec<(TaskId, u64, u64)>,
+    /// (thread, mm, start, len): protected ranges whose TLB entries are flushed, one
+    /// shootdown each, raised by the thread that ran task_numa_work.
+    pub flush: Vec<(u32, TaskId, u64, u64)>,
     /// (thread, cpu) moves, swaps being two moves (migrate_task_to / migrate_swap).
     pub moves: Vec<(u32, CpuId)>,
 }
@@ -303,6 +304,8 @@ pub struct HintOutcome {
     pub copies: Vec<(usize, usize, u64)>,
     /// Folios whose translation changed (migrated or split): flush from the faulting TLB.
     pub invalidate: Vec<(u64, PageSize)>,
+    /// TLB shootdowns the fault raises for the task's other CPUs (os/tlb_shootdown.rs).
+    pub flushes: u32,
 }
 
 /// `last_cpupid`: 0 = unset; else (pid + 1) << 32 | cpu, pid = numalab thread id (full ids:
@@ -440,7 +443,6 @@ struct Costs {
     kernel_copy_bytes_per_ns: f64,
     /// A huge folio's copy (`OsCosts::thp_migrate_mbps`); 0: at `kernel_copy_bytes_per_ns`.
     thp_copy_bytes_per_ns: f64,
-    shootdown_ns: f64,
     split_ns: f64,
     pte_update_ns: f64,
     /// The share of a migrated folio's bytes that loads the memory system (`cost_scale`).
@@ -518,7 +520,6 @@ impl NumaBalancing {
                 hint_fault_ns: c.fault_4k_ns * params.cost_scale(),
                 kernel_copy_bytes_per_ns: c.kernel_copy_mbps * 1e-3 / params.cost_scale(),
                 thp_copy_bytes_per_ns: c.thp_migrate_mbps * 1e-3 / params.cost_scale(),
-                shootdown_ns: c.tlb_shootdown_ns * params.cost_scale(),
                 split_ns: c.split_ns * params.cost_scale(),
                 pte_update_ns: params.pte_update_ns * params.cost_scale(),
                 copy_bytes_scale: params.cost_scale(),
@@ -796,7 +797,7 @@ impl NumaBalancing {
             self.tasks[p].node_stamp_ns += 32.0 * ns;
         }
         if hi > lo {
-            out.flush.push((mm, lo, hi - lo));
+            out.flush.push((p as u32, mm, lo, hi - lo));
         }
     }
 
@@ -954,12 +955,17 @@ impl NumaBalancing {
             .max(1.0) as u64;
         out.copies.push((pte.node(), to, loaded));
         out.invalidate.push((fs, pte.size()));
-        // the kernel copies in the faulting context; unmapping flushes the other CPUs
+        // unmapping a base page's PROT_NONE PTE needs no flush (`pte_accessible`, Linux 3.8,
+        // which introduced NUMA balancing); a huge page's PMD is flushed (`pmdp_invalidate`)
+        if pte.size() != PageSize::Base4K {
+            out.flushes += 1;
+        }
+        // the kernel copies in the faulting context
         out.ns += super::folio_copy_ns(
             pte.size(),
             self.costs.kernel_copy_bytes_per_ns,
             self.costs.thp_copy_bytes_per_ns,
-        ) + self.costs.shootdown_ns;
+        );
         true
     }
 

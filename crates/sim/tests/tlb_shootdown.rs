@@ -1,0 +1,141 @@
+//! TLB shootdowns interrupt every other CPU running the task, and a migration raises one per
+//! folio before Linux 6.3 (issue "Trustworthy simulation II", items 2 and 10; docs/model.md,
+//! "TLB shootdowns"; `os/tlb_shootdown.rs`). A policy daemon moves a task's buffer with one
+//! move_pages call while the task's threads wait at a barrier.
+
+use numalab_core::view::MemoryView;
+use numalab_core::{AccessKind, Action, MapOptions, NodeId, Op, Policy, TaskId};
+use numalab_machine::Machine;
+use numalab_sim::{simulate, Pinning, SimConfig, SimResult};
+use numalab_workloads::script::Script;
+
+const PAGE: u64 = 4096;
+const PAGES: u64 = 1024;
+
+/// At its first tick (2 ms: after the first touches), moves mapping 0 of task 0 to node 1, once.
+struct MoveOnce {
+    done: bool,
+}
+
+impl Policy for MoveOnce {
+    fn name(&self) -> &str {
+        "move-once"
+    }
+    fn period_ns(&self) -> u64 {
+        2_000_000
+    }
+    fn tick(&mut self, view: &dyn MemoryView) -> Vec<Action> {
+        if std::mem::replace(&mut self.done, true) {
+            return Vec::new();
+        }
+        let r = &view.regions()[0];
+        vec![Action::Migrate {
+            task: TaskId(0),
+            start: r.start,
+            len_bytes: r.len_bytes,
+            to: NodeId(1),
+        }]
+    }
+}
+
+/// `threads` threads on node 0: thread 0 first-touches the buffer, then all compute for about
+/// 5 ms (the daemon's call comes at 2 ms) and leave.
+fn run(m: &Machine, threads: usize) -> SimResult {
+    let w = Script {
+        maps: vec![(PAGES * PAGE, MapOptions::default())],
+        threads,
+        ops: |b: &[u64], t: usize| {
+            let mut v = Vec::new();
+            if t == 0 {
+                v.push(Op::Run {
+                    base: b[0],
+                    lines: PAGES as u32,
+                    stride_bytes: PAGE as u16,
+                    kind: AccessKind::Write,
+                });
+            }
+            v.push(Op::Barrier);
+            for _ in 0..400 {
+                v.push(Op::Compute {
+                    cycles: 20_000,
+                    instructions: 20_000,
+                });
+            }
+            v
+        },
+    };
+    let cfg = SimConfig {
+        pinning: Pinning::Cpus(m.topology.nodes[0].cpus[..threads].to_vec()),
+        sample_period: 0,
+        policies: vec![Box::new(MoveOnce { done: false })],
+        ..Default::default()
+    };
+    simulate(m, &w, cfg).expect("simulation runs")
+}
+
+fn machine(linux: &str) -> Machine {
+    let mut m = numalab_machine::preset("opteron6164he-4n").expect("preset exists");
+    m.os.linux = linux.into();
+    m
+}
+
+/// The daemon's call: its base, the copies, and `flushes` shootdowns reaching `cpus` CPUs.
+fn call_ns(m: &Machine, flushes: u64, cpus: usize) -> f64 {
+    m.os.move_pages_base_ns
+        + (PAGES * PAGE) as f64 / (m.os.move_pages_mbps * 1e-3)
+        + flushes as f64 * m.os.shootdown_initiator_ns(cpus)
+}
+
+#[test]
+fn before_6_3_each_page_moved_interrupts_every_thread_of_the_task() {
+    let m = machine("3.9");
+    let r = run(&m, 6);
+    assert_eq!(r.vmstat.pgmigrate_success, PAGES);
+    let expect = call_ns(&m, PAGES, 6);
+    assert!(
+        (r.policy_ns / expect - 1.0).abs() < 1e-6,
+        "the daemon's call took {} ns, {expect} expected",
+        r.policy_ns
+    );
+    for (i, t) in r.per_thread.iter().enumerate() {
+        let ipi = PAGES as f64 * m.os.tlb_flush_ipi_ns;
+        assert!(
+            (t.migration_ns / ipi - 1.0).abs() < 1e-6,
+            "thread {i} lost {} ns, {ipi} expected",
+            t.migration_ns
+        );
+    }
+}
+
+#[test]
+fn from_6_3_a_batch_of_512_pages_shares_one_flush() {
+    let m = machine("6.3");
+    let r = run(&m, 6);
+    assert_eq!(r.vmstat.pgmigrate_success, PAGES);
+    let expect = call_ns(&m, PAGES / 512, 6);
+    assert!(
+        (r.policy_ns / expect - 1.0).abs() < 1e-6,
+        "the daemon's call took {} ns, {expect} expected",
+        r.policy_ns
+    );
+    let ipi = (PAGES / 512) as f64 * m.os.tlb_flush_ipi_ns;
+    assert!((r.per_thread[3].migration_ns / ipi - 1.0).abs() < 1e-6);
+}
+
+#[test]
+fn the_raising_cpu_pays_more_for_each_further_cpu_reached() {
+    let m = machine("3.9");
+    let one = run(&m, 1);
+    let six = run(&m, 6);
+    assert!(
+        (one.policy_ns / call_ns(&m, PAGES, 1) - 1.0).abs() < 1e-6,
+        "{} ns",
+        one.policy_ns
+    );
+    let extra = six.policy_ns - one.policy_ns;
+    let per_cpu = PAGES as f64 * 5.0 * m.os.tlb_shootdown_per_cpu_ns;
+    assert!(
+        (extra / per_cpu - 1.0).abs() < 1e-6,
+        "{extra} ns for five more CPUs"
+    );
+}
