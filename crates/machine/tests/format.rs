@@ -422,6 +422,9 @@ fn invalid_figures_name_the_key_and_what_was_expected() {
         ),
         ("link_shape = [[0, 2.0], [100, 3.0]]\n", "`link_shape`"),
         ("[os]\nmove_pages_mbps = 0.0\n", "`os.move_pages_mbps`"),
+        ("[os]\nlinux = \"six\"\n", "`os.linux`"),
+        ("[os]\nlinux = \"6\"\n", "`os.linux`"),
+        ("[os]\ntlb_flush_ipi_ns = -1.0\n", "`os.tlb_flush_ipi_ns`"),
     ];
     for (body, key) in cases {
         let e = err(&format!("base = \"xeon-e5520-2n\"\n{body}"));
