@@ -271,6 +271,18 @@ fn rows(rs: &[SimResult]) -> Vec<(String, Vec<String>)> {
             rs.iter().map(|r| r.splits.to_string()).collect(),
         ),
         (
+            "TLB shootdowns sent / CPUs reached".into(),
+            rs.iter()
+                .map(|r| {
+                    let v = &r.vmstat;
+                    format!(
+                        "{}/{}",
+                        v.nr_tlb_remote_flush, v.nr_tlb_remote_flush_received
+                    )
+                })
+                .collect(),
+        ),
+        (
             "promotions (khugepaged)".into(),
             rs.iter().map(|r| r.promotions.to_string()).collect(),
         ),

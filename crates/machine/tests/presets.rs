@@ -88,10 +88,21 @@ fn every_preset_loads_validates_and_routes() {
         } else {
             3500.0
         };
+        // the shootdown's cycles (Baumann et al. 2009; docs/model.md, "TLB shootdowns") at
+        // the preset's clock, and its study's kernel
+        let at_clock = |cycles: f64| (cycles / m.core.ghz).round();
+        assert!(
+            numalab_machine::parse_linux_version(&m.os.linux).is_some(),
+            "{id}"
+        );
         assert_eq!(
             m.os,
             OsCosts {
                 thp_migrate_mbps: thp,
+                tlb_shootdown_ns: at_clock(5200.0),
+                tlb_shootdown_per_cpu_ns: at_clock(810.0),
+                tlb_flush_ipi_ns: at_clock(1060.0),
+                linux: m.os.linux.clone(),
                 ..OsCosts::reference()
             },
             "{id}: OS costs of policies.md §10"

@@ -61,6 +61,36 @@ fn count_on(status: &[PageStatus], node: NodeId) -> usize {
         .count()
 }
 
+/// Move again, at most [`BUSY_RETRIES`] times, the pages move_pages found busy (-EBUSY: the
+/// page could not be isolated from its LRU list, e.g. while it still sat in a CPU's LRU
+/// batch after the previous round, or was locked), updating their entries of `status`. The
+/// kernel's own migrate_pages retries its transient failures ten times; a user of move_pages
+/// must retry its -EBUSY pages itself. The retries are part of the timed move.
+fn retry_busy(
+    pages: &[usize],
+    dest: NodeId,
+    opts: &MovePagesOptions,
+    status: &mut [PageStatus],
+) -> Result<(), BenchError> {
+    for _ in 0..BUSY_RETRIES {
+        let busy: Vec<usize> = (0..pages.len())
+            .filter(|&i| status[i] == PageStatus::Busy)
+            .collect();
+        if busy.is_empty() {
+            break;
+        }
+        let again: Vec<usize> = busy.iter().map(|&i| pages[i]).collect();
+        let rep = numalab_linux::syscalls::move_pages_to(Pid::SELF, &again, dest, opts)?;
+        for (&i, st) in busy.iter().zip(rep.status) {
+            status[i] = st;
+        }
+    }
+    Ok(())
+}
+
+/// Calls after the first for pages found busy (`retry_busy`).
+const BUSY_RETRIES: usize = 3;
+
 /// What move_pages said of the pages that did not reach `dest`, most frequent first
 /// ("3647 × Busy, 2 × OnNode(NodeId(2))"): a failed round then says why.
 fn status_counts(status: &[PageStatus], dest: NodeId) -> String {
@@ -119,7 +149,8 @@ pub fn batches(
         for _ in 0..repeat.max(1) {
             let dest = if at == from { to } else { from };
             let t0 = Instant::now();
-            let rep = numalab_linux::syscalls::move_pages_to(Pid::SELF, &pages, dest, &opts)?;
+            let mut rep = numalab_linux::syscalls::move_pages_to(Pid::SELF, &pages, dest, &opts)?;
+            retry_busy(&pages, dest, &opts, &mut rep.status)?;
             let s = t0.elapsed().as_secs_f64();
             let moved = count_on(&rep.status, dest);
             if moved < pages.len() * 9 / 10 {

@@ -1558,9 +1558,9 @@ impl Simulator {
         let flushes = p
             .shootdowns
             .migration_flushes(r.moved.iter().map(|&(_, s)| (s, true)));
-        let flush_ns = flushes as f64
-            * p.shootdowns
-                .initiator_ns(self.shootdown_targets(task, caller));
+        let cpus = self.shootdown_targets(task, caller);
+        let flush_ns = flushes as f64 * p.shootdowns.initiator_ns(cpus);
+        self.sh.os.vm.count_remote_flushes(flushes, cpus);
         let start = self.charge(caller, base_ns + flush_ns + copy_ns);
         if r.folios_moved == 0 {
             return;
@@ -1804,6 +1804,7 @@ impl Simulator {
         }
         let sd = self.sh.p.shootdowns.scaled(scale);
         let cpus = self.shootdown_targets(task, caller);
+        self.sh.os.vm.count_remote_flushes(flushes, cpus);
         self.interrupt_others(task, caller, start, len, flushes as f64 * sd.ipi_ns);
         flushes as f64 * sd.initiator_ns(cpus)
     }
@@ -2810,6 +2811,7 @@ fn raise_from_fault(
         return 0.0;
     }
     let sd = sh.p.shootdowns.scaled(scale);
+    sh.os.vm.count_remote_flushes(flushes, cpus);
     let ipi_ns = flushes as f64 * sd.ipi_ns;
     sh.deferred_shootdowns
         .push((th.task, th.id, start, len, ipi_ns));

@@ -91,6 +91,9 @@ fn before_6_3_each_page_moved_interrupts_every_thread_of_the_task() {
     let m = machine("3.9");
     let r = run(&m, 6);
     assert_eq!(r.vmstat.pgmigrate_success, PAGES);
+    // the kernel's CONFIG_DEBUG_TLBFLUSH counters
+    assert_eq!(r.vmstat.nr_tlb_remote_flush, PAGES);
+    assert_eq!(r.vmstat.nr_tlb_remote_flush_received, 6 * PAGES);
     let expect = call_ns(&m, PAGES, 6);
     assert!(
         (r.policy_ns / expect - 1.0).abs() < 1e-6,
@@ -112,6 +115,7 @@ fn from_6_3_a_batch_of_512_pages_shares_one_flush() {
     let m = machine("6.3");
     let r = run(&m, 6);
     assert_eq!(r.vmstat.pgmigrate_success, PAGES);
+    assert_eq!(r.vmstat.nr_tlb_remote_flush, PAGES / 512);
     let expect = call_ns(&m, PAGES / 512, 6);
     assert!(
         (r.policy_ns / expect - 1.0).abs() < 1e-6,
@@ -127,6 +131,8 @@ fn the_raising_cpu_pays_more_for_each_further_cpu_reached() {
     let m = machine("3.9");
     let one = run(&m, 1);
     let six = run(&m, 6);
+    // a lone thread's task: the daemon's flushes reach its one CPU
+    assert_eq!(one.vmstat.nr_tlb_remote_flush_received, PAGES);
     assert!(
         (one.policy_ns / call_ns(&m, PAGES, 1) - 1.0).abs() < 1e-6,
         "{} ns",

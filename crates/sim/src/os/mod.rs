@@ -125,6 +125,23 @@ pub struct VmStat {
     /// and waited for it (migration_entry.rs; the kernel counts no such event).
     #[serde(default)]
     pub migration_entry_waits: u64,
+    /// TLB shootdowns that reached another CPU, and the CPUs they reached in all (the
+    /// kernel's `nr_tlb_remote_flush` and `nr_tlb_remote_flush_received`, counted under
+    /// CONFIG_DEBUG_TLBFLUSH; os/tlb_shootdown.rs).
+    #[serde(default)]
+    pub nr_tlb_remote_flush: u64,
+    #[serde(default)]
+    pub nr_tlb_remote_flush_received: u64,
+}
+
+impl VmStat {
+    /// Count `flushes` shootdowns, each reaching `cpus` other CPUs.
+    pub fn count_remote_flushes(&mut self, flushes: u32, cpus: usize) {
+        if cpus > 0 {
+            self.nr_tlb_remote_flush += u64::from(flushes);
+            self.nr_tlb_remote_flush_received += u64::from(flushes) * cpus as u64;
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
