@@ -283,6 +283,16 @@ fn rows(rs: &[SimResult]) -> Vec<(String, Vec<String>)> {
                 .collect(),
         ),
         (
+            "context switches (run delay ms)".into(),
+            rs.iter()
+                .map(|r| {
+                    let n: u64 = r.per_thread.iter().map(|t| t.context_switches).sum();
+                    let ms: f64 = r.per_thread.iter().map(|t| t.run_delay_ns).sum::<f64>() / 1e6;
+                    format!("{n} ({ms:.1})")
+                })
+                .collect(),
+        ),
+        (
             "promotions (khugepaged)".into(),
             rs.iter().map(|r| r.promotions.to_string()).collect(),
         ),

@@ -291,6 +291,7 @@ struct OsRaw {
     signal_ns: Option<f64>,
     mprotect_ns: Option<f64>,
     linux: Option<String>,
+    context_switch_ns: Option<f64>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -908,6 +909,7 @@ fn resolve(
         signal_ns: ro.signal_ns.unwrap_or(oo.signal_ns),
         mprotect_ns: ro.mprotect_ns.unwrap_or(oo.mprotect_ns),
         linux: ro.linux.unwrap_or(oo.linux),
+        context_switch_ns: ro.context_switch_ns.unwrap_or(oo.context_switch_ns),
     };
 
     Ok(Machine {
@@ -1101,6 +1103,7 @@ pub(crate) fn to_toml(m: &Machine) -> String {
         ("sample_ns", o.sample_ns),
         ("signal_ns", o.signal_ns),
         ("mprotect_ns", o.mprotect_ns),
+        ("context_switch_ns", o.context_switch_ns),
     ] {
         let _ = writeln!(s, "{k} = {}", num(v));
     }

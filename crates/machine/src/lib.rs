@@ -281,6 +281,13 @@ pub struct OsCosts {
     /// what that release does (docs/model.md, "TLB shootdowns").
     #[serde(default = "default_linux")]
     pub linux: String,
+    /// A context switch's direct cost, when threads take turns on a CPU, ns.
+    #[serde(default = "default_context_switch_ns")]
+    pub context_switch_ns: f64,
+}
+
+fn default_context_switch_ns() -> f64 {
+    OsCosts::reference().context_switch_ns
 }
 
 fn default_tlb_shootdown_per_cpu_ns() -> f64 {
@@ -348,6 +355,11 @@ impl OsCosts {
             signal_ns: 2_000.0,
             mprotect_ns: 1_000.0,
             linux: "6.1".to_string(),
+            // E: the direct cost measured by two processes passing a byte through pipes
+            // (Ousterhout's method) is a few µs on 2-4 GHz x86 (Li, Ding & Shen, "Quantifying
+            // the cost of context switch", ExpCS 2007); the caches and TLB the switch
+            // disturbs are the model's own (sim/src/sched.rs)
+            context_switch_ns: 3_000.0,
         }
     }
 

@@ -456,6 +456,7 @@ pub(crate) fn check(m: &Machine) -> Result<(), Problem> {
         ("os.tlb_shootdown_ns", o.tlb_shootdown_ns),
         ("os.tlb_shootdown_per_cpu_ns", o.tlb_shootdown_per_cpu_ns),
         ("os.tlb_flush_ipi_ns", o.tlb_flush_ipi_ns),
+        ("os.context_switch_ns", o.context_switch_ns),
         ("os.sample_ns", o.sample_ns),
         ("os.signal_ns", o.signal_ns),
         ("os.mprotect_ns", o.mprotect_ns),

@@ -22,6 +22,7 @@ use crate::os::tlb_shootdown::Shootdowns;
 use crate::os::{MigrateReport, Os, OsError};
 use crate::pinning::Pinning;
 use crate::results::*;
+use crate::sched::{Scheduler, Switch};
 use numalab_core::view::{NextTouchMechanism, NodeTraffic, ThreadCounters};
 use numalab_core::workload::AddressSpace;
 use numalab_core::Policy;
@@ -126,6 +127,8 @@ struct Params {
     shootdowns: Shootdowns,
     signal_ns: f64,
     mprotect_ns: f64,
+    /// A context switch's direct cost (sched.rs), ns.
+    context_switch_ns: f64,
     pt_lines: PtLines,
 }
 
@@ -433,6 +436,8 @@ pub struct Simulator {
     policy_log: Vec<PolicyLogEntry>,
     /// Policies are configured: phase ops stop a thread's run for `on_phase`.
     hooks: bool,
+    /// Run queues of the CPUs that several threads share (sched.rs); None when none does.
+    sched: Option<Scheduler>,
     /// Threads moved to another node since the last `on_thread_moved` dispatch.
     moved: Vec<(ThreadId, NodeId, NodeId)>,
     /// The engine build that runs (`run_thread`): the best the host has up to
@@ -629,6 +634,7 @@ impl Simulator {
             shootdowns: Shootdowns::new(os_c),
             signal_ns: os_c.signal_ns,
             mprotect_ns: os_c.mprotect_ns,
+            context_switch_ns: os_c.context_switch_ns,
             pt_lines: PtLines::new(os.va_end(), max_set_bits),
         };
         let tasks = threads
@@ -696,6 +702,7 @@ impl Simulator {
             ],
             policy_log: Vec::new(),
             hooks: false,
+            sched: None,
             moved: Vec::new(),
         })
     }
@@ -715,6 +722,10 @@ impl Simulator {
         if self.hooks {
             self.initial_placement(&mut policies)?;
         }
+        // threads placed on one CPU take turns on it (sched.rs)
+        let cpus: Vec<CpuId> = self.threads.iter().map(|t| t.cpu).collect();
+        let eevdf = self.machine.os.linux_at_least(6, 6);
+        self.sched = Scheduler::new(&cpus, self.machine.topology.num_cpus(), eevdf);
         let mut next_tick: Vec<f64> = policies.iter().map(|p| p.period_ns() as f64).collect();
         let mut timeline = Vec::new();
         let mut tl_acc = vec![0.0; self.machine.topology.num_nodes()];
@@ -731,30 +742,25 @@ impl Simulator {
             // their threads continue within the same epoch.
             loop {
                 let mut progressed = false;
+                if self.sched.is_some() {
+                    self.idle_handovers();
+                }
                 for t in 0..self.threads.len() {
                     let th = &self.threads[t];
                     if th.finished || th.waiting || th.clock >= end {
                         continue;
                     }
-                    self.run_turn(t, end)?;
-                    loop {
-                        if !self.sh.deferred_shootdowns.is_empty() {
-                            self.flush_deferred_shootdowns();
-                        }
-                        if !self.sh.fault_refunds.is_empty() {
-                            self.apply_fault_refunds();
-                        }
-                        // a phase op stopped the run: hooks, then the thread goes on at once,
-                        // so hooks that do nothing leave the order of execution unchanged
-                        let Some(id) = self.threads[t].hook_phase.take() else {
-                            break;
-                        };
-                        self.phase_hooks(&mut policies, t, id);
-                        let th = &self.threads[t];
-                        if th.finished || th.waiting || th.clock >= end {
-                            break;
-                        }
-                        self.run_turn(t, end)?;
+                    // a time-shared thread runs while it holds its CPU, to its slice's end
+                    let stop = match &self.sched {
+                        None => end,
+                        Some(s) if !s.holds_cpu(t) => continue,
+                        Some(s) => s.turn_end(t, end),
+                    };
+                    if self.threads[t].clock < stop {
+                        self.run_turn_hooks(&mut policies, t, stop)?;
+                    }
+                    if self.sched.is_some() {
+                        self.after_turn(t);
                     }
                     progressed = true;
                 }
@@ -1024,9 +1030,85 @@ impl Simulator {
     fn count_core_threads(&mut self) {
         self.core_threads.clear();
         self.core_threads.resize(self.cores.len(), 0);
-        for th in self.threads.iter().filter(|t| !t.finished) {
-            self.core_threads[th.core] += 1;
+        for (t, th) in self.threads.iter().enumerate() {
+            // of threads taking turns on a CPU, only the one holding it uses the core
+            if !th.finished && self.sched.as_ref().is_none_or(|s| s.holds_cpu(t)) {
+                self.core_threads[th.core] += 1;
+            }
         }
+    }
+
+    /// Thread `t`'s turn up to `stop`, then the hooks of every phase op that stopped it
+    /// (the thread goes on at once after them, so hooks that do nothing leave the order of
+    /// execution unchanged), and the shootdowns and refunds its faults left for others.
+    fn run_turn_hooks(
+        &mut self,
+        policies: &mut [Box<dyn Policy>],
+        t: usize,
+        stop: f64,
+    ) -> Result<(), SimError> {
+        self.run_turn(t, stop)?;
+        loop {
+            if !self.sh.deferred_shootdowns.is_empty() {
+                self.flush_deferred_shootdowns();
+            }
+            if !self.sh.fault_refunds.is_empty() {
+                self.apply_fault_refunds();
+            }
+            let Some(id) = self.threads[t].hook_phase.take() else {
+                return Ok(());
+            };
+            self.phase_hooks(policies, t, id);
+            let th = &self.threads[t];
+            if th.finished || th.waiting || th.clock >= stop {
+                return Ok(());
+            }
+            self.run_turn(t, stop)?;
+        }
+    }
+
+    /// After time-shared thread `t`'s turn: its CPU goes to the next thread of its queue
+    /// when its slice is over or it stopped (sched.rs).
+    fn after_turn(&mut self, t: usize) {
+        let (Some(sched), threads) = (&mut self.sched, &self.threads) else {
+            return;
+        };
+        let runnable = |i: usize| !threads[i].finished && !threads[i].waiting;
+        if let Some(sw) = sched.after_turn(t, threads[t].clock, runnable) {
+            self.context_switch(sw);
+        }
+    }
+
+    /// CPUs whose holder waits or ended go to a runnable thread of their queue.
+    fn idle_handovers(&mut self) {
+        let (Some(sched), threads) = (&mut self.sched, &self.threads) else {
+            return;
+        };
+        let runnable = |i: usize| !threads[i].finished && !threads[i].waiting;
+        for sw in sched.idle_handovers(runnable) {
+            self.context_switch(sw);
+        }
+    }
+
+    /// Thread `sw.to` takes the CPU at `sw.at` (or when it became runnable, if later) after
+    /// a context switch's direct cost; the time it waited is its run delay. A switch to
+    /// another process flushes the core's TLB (no PCID tagging).
+    fn context_switch(&mut self, sw: Switch) {
+        let cost = self.sh.p.context_switch_ns;
+        let other_mm = self.threads[sw.from].task != self.threads[sw.to].task;
+        let th = &mut self.threads[sw.to];
+        let start = th.clock.max(sw.at) + cost;
+        th.s.run_delay_ns += start - th.clock;
+        th.s.context_switches += 1;
+        th.clock = start;
+        if other_mm {
+            self.cores.state(th.core).tlb.flush();
+        }
+        let (Some(sched), threads) = (&mut self.sched, &self.threads) else {
+            return;
+        };
+        let runnable = |i: usize| !threads[i].finished && !threads[i].waiting;
+        sched.started(sw.to, start, runnable);
     }
 
     /// One turn of thread `t`: it borrows its core's TLBs and private cache, runs with its
@@ -1990,15 +2072,7 @@ fn apply_placements(
             }
         }
     }
-    let mut seen = std::collections::HashMap::new();
-    for (t, c) in cpus.iter().enumerate() {
-        if let Some(other) = seen.insert(*c, t) {
-            return Err(SimError::Pinning(format!(
-                "threads {other} and {t} are both on CPU {}: running several threads on one CPU is not modelled; give the programs' cpus= lists and --pin disjoint CPUs",
-                c.0
-            )));
-        }
-    }
+    // threads that share a CPU take turns on it (sched.rs)
     Ok((cpus, allowed))
 }
 

@@ -14,6 +14,7 @@ pub mod os;
 pub mod pinning;
 pub mod report;
 pub mod results;
+pub mod sched;
 
 pub use config::{Progress, SimConfig};
 pub use engine::{simulate, SimError, Simulator};

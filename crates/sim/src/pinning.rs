@@ -92,30 +92,30 @@ impl Pinning {
         }
     }
 
-    /// The CPU of each of `threads` threads. Errors name unknown CPUs or oversubscription.
+    /// The CPU of each of `threads` threads. The named pinnings give each thread a CPU of its
+    /// own up to the machine's CPUs; threads beyond them share the CPU of thread `t mod C`
+    /// and take turns on it (sched.rs), and a CPU list shorter than the threads is used
+    /// round robin, as `taskset -c` runs every thread on its CPUs. Errors name unknown CPUs, or
+    /// a named pinning that cannot give the first `C` threads CPUs of their own.
     pub fn resolve(&self, topo: &Topology, threads: usize) -> Result<Vec<CpuId>, String> {
+        let total = topo.num_cpus();
+        let placed = threads.min(total);
         let nodes: Vec<&Vec<CpuId>> = topo
             .nodes
             .iter()
             .map(|n| &n.cpus)
             .filter(|c| !c.is_empty())
             .collect();
-        let total = topo.num_cpus();
-        if threads > total {
-            return Err(format!(
-                "{threads} threads but the machine has {total} CPUs: running several threads on one CPU is not modelled; use --threads {total} or fewer"
-            ));
-        }
         let per_node = nodes.iter().map(|c| c.len()).min().unwrap_or(0).max(1);
         let n = nodes.len();
         let out: Vec<CpuId> = match self {
-            Pinning::Sockorder | Pinning::Sockets => (0..threads)
+            Pinning::Sockorder | Pinning::Sockets => (0..placed)
                 .map(|t| {
                     let node = (t / per_node) % n;
                     nodes[node][t % per_node]
                 })
                 .collect(),
-            Pinning::Sequential | Pinning::None => (0..threads)
+            Pinning::Sequential | Pinning::None => (0..placed)
                 .map(|t| {
                     let node = t % n;
                     let core = t / n;
@@ -135,15 +135,19 @@ impl Pinning {
                         numalab_machine::cpulist::format(&all)
                     ));
                 }
-                (0..threads).map(|t| list[t % list.len()]).collect()
+                return Ok((0..threads).map(|t| list[t % list.len()]).collect());
             }
         };
         let mut seen = std::collections::HashSet::new();
         if let Some(dup) = out.iter().find(|c| !seen.insert(**c)) {
             return Err(format!(
-                "pinning '{self}' puts two of the {threads} threads on CPU {}: running several threads on one CPU is not modelled",
+                "pinning '{self}' puts two of the {threads} threads on CPU {} while other CPUs are free (nodes of unequal sizes); give a CPU list with --pin",
                 dup.0
             ));
+        }
+        let mut out = out;
+        for t in placed..threads {
+            out.push(out[t % placed]);
         }
         Ok(out)
     }
@@ -193,24 +197,32 @@ mod tests {
     }
 
     #[test]
+    fn more_threads_than_cpus_share_them_in_turn() {
+        let t = example();
+        // the ninth thread shares the first one's CPU (sched.rs time-shares them)
+        let sockorder = Pinning::Sockorder.resolve(&t, 9).unwrap();
+        assert_eq!(sockorder[8], sockorder[0]);
+        assert_eq!(
+            sockorder[..8]
+                .iter()
+                .collect::<std::collections::HashSet<_>>()
+                .len(),
+            8
+        );
+        // a CPU list is used round robin, as taskset runs every thread on its CPUs
+        let one = "0".parse::<Pinning>().unwrap().resolve(&t, 2).unwrap();
+        assert_eq!(one, [CpuId(0), CpuId(0)]);
+    }
+
+    #[test]
     fn bad_pinning_is_refused() {
         let t = example();
-        assert!(Pinning::Sockorder
-            .resolve(&t, 9)
-            .unwrap_err()
-            .contains("8 CPUs"));
         assert!("0-9"
             .parse::<Pinning>()
             .unwrap()
             .resolve(&t, 2)
             .unwrap_err()
             .contains("CPU 8 does not exist"));
-        assert!("0"
-            .parse::<Pinning>()
-            .unwrap()
-            .resolve(&t, 2)
-            .unwrap_err()
-            .contains("two of the 2 threads"));
         assert!("spread"
             .parse::<Pinning>()
             .unwrap_err()

@@ -47,6 +47,13 @@ pub struct ThreadStats {
     /// DRAM reads served by each memory node (`dram_local + dram_remote` split by node).
     #[serde(default)]
     pub dram_by_node: Vec<u64>,
+    /// Time-sharing (sched.rs): times this thread got its CPU back from another thread, and
+    /// the time it was runnable but waiting for the CPU, the switches' own cost included
+    /// (schedstat's `run_delay`), ns.
+    #[serde(default)]
+    pub context_switches: u64,
+    #[serde(default)]
+    pub run_delay_ns: f64,
 }
 
 impl ThreadStats {
@@ -90,6 +97,7 @@ impl ThreadStats {
             (&mut self.barrier_wait_ns, o.barrier_wait_ns),
             (&mut self.migration_ns, o.migration_ns),
             (&mut self.numa_scan_ns, o.numa_scan_ns),
+            (&mut self.run_delay_ns, o.run_delay_ns),
         ] {
             float(a, b);
         }
@@ -106,6 +114,7 @@ impl ThreadStats {
             (&mut self.walk_private_misses, o.walk_private_misses),
             (&mut self.faults, o.faults),
             (&mut self.next_touch_migrations, o.next_touch_migrations),
+            (&mut self.context_switches, o.context_switches),
         ] {
             int(a, b);
         }

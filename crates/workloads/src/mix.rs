@@ -18,9 +18,9 @@
 //!
 //! Every copy is a separate process: its own [`TaskId`]s (numbered in spec order from 0; a
 //! workload with several tasks of its own, such as `stream:mode=processes`, takes as many) and
-//! its own mappings, first-touched by itself. The mix sets its own thread count. Running more
-//! threads than CPUs (time-sharing) is not modelled: the simulator refuses two threads on one
-//! CPU.
+//! its own mappings, first-touched by itself. The mix sets its own thread count. More threads
+//! than CPUs (or a `cpus=` list shorter than its copies' threads) take turns on the CPUs they
+//! share (the simulator's `sched.rs`: slices, context switches).
 
 use crate::spec::{self, Params, WorkloadError};
 use numalab_core::workload::{
