@@ -399,6 +399,9 @@ struct Shared {
     deferred_shootdowns: Vec<(TaskId, u32, u64, u64, f64)>,
     /// Per task, its threads that have not finished: the CPUs a shootdown reaches.
     live_threads: Vec<u32>,
+    /// Per task, the CPUs its live threads are placed on, when threads take turns on CPUs
+    /// (refreshed every epoch); None: one thread per CPU, `live_threads` counts them.
+    task_cpus: Option<Vec<u32>>,
     /// Fault time given back to a thread that lost a first-touch race it had faulted for
     /// (os/first_touch.rs): (thread, ns), applied when the running thread's turn returns.
     fault_refunds: Vec<(u32, f64)>,
@@ -678,6 +681,7 @@ impl Simulator {
                 }
                 n
             },
+            task_cpus: None,
             fault_refunds: Vec::new(),
         };
         Ok(Simulator {
@@ -723,9 +727,7 @@ impl Simulator {
             self.initial_placement(&mut policies)?;
         }
         // threads placed on one CPU take turns on it (sched.rs)
-        let cpus: Vec<CpuId> = self.threads.iter().map(|t| t.cpu).collect();
-        let eevdf = self.machine.os.linux_at_least(6, 6);
-        self.sched = Scheduler::new(&cpus, self.machine.topology.num_cpus(), eevdf);
+        self.reschedule();
         let mut next_tick: Vec<f64> = policies.iter().map(|p| p.period_ns() as f64).collect();
         let mut timeline = Vec::new();
         let mut tl_acc = vec![0.0; self.machine.topology.num_nodes()];
@@ -738,6 +740,9 @@ impl Simulator {
             clocks_at_start.clear();
             clocks_at_start.extend(self.threads.iter().map(|t| t.clock));
             self.count_core_threads();
+            if self.sched.is_some() {
+                self.count_task_cpus();
+            }
             // Run every runnable thread to the epoch end; barriers released mid-epoch let
             // their threads continue within the same epoch.
             loop {
@@ -751,10 +756,15 @@ impl Simulator {
                         continue;
                     }
                     // a time-shared thread runs while it holds its CPU, to its slice's end
-                    let stop = match &self.sched {
+                    let stop = match &mut self.sched {
                         None => end,
                         Some(s) if !s.holds_cpu(t) => continue,
-                        Some(s) => s.turn_end(t, end),
+                        Some(s) => {
+                            let threads = &self.threads;
+                            let runnable = |i: usize| !threads[i].finished && !threads[i].waiting;
+                            s.resume(t, threads[t].clock, runnable);
+                            s.turn_end(t, end)
+                        }
                     };
                     if self.threads[t].clock < stop {
                         self.run_turn_hooks(&mut policies, t, stop)?;
@@ -885,9 +895,16 @@ impl Simulator {
         for lines in &mut self.daemon_lines {
             lines.iter_mut().for_each(|x| *x = 0);
         }
+        let sched = &self.sched;
         for (i, (th, &before)) in self.threads.iter_mut().zip(clocks_at_start).enumerate() {
             let stall = stall_ns.as_ref().map_or(0.0, |w| w[i]);
-            let until = end + stall;
+            // a thread switched out for another on its CPU waits its stall, not the epoch
+            let off_cpu = sched.as_ref().is_some_and(|s| !s.holds_cpu(i));
+            let until = if off_cpu {
+                th.clock + stall
+            } else {
+                end + stall
+            };
             // a thread in a fault that zeroed, or in a copy that copied, in this epoch issued
             // traffic in it
             let zeroed = std::mem::take(&mut th.zeroed_in_epoch);
@@ -1346,7 +1363,7 @@ impl Simulator {
                 mm: t.task,
                 cpu: t.cpu,
                 // a thread's clock may run ahead of the tick: count CPU time up to now only
-                runtime_ns: t.clock.min(self.now) - t.s.barrier_wait_ns,
+                runtime_ns: t.clock.min(self.now) - t.s.barrier_wait_ns - t.s.run_delay_ns,
                 live: !t.finished,
             })
             .collect();
@@ -1599,6 +1616,16 @@ impl Simulator {
                             th.node = node.index();
                             th.core = self.cores.slot_of(cpu);
                             self.cores.state(th.core).tlb.flush();
+                            // the run queues follow the threads' CPUs (sched.rs)
+                            let t = thread.index();
+                            let shared = self
+                                .threads
+                                .iter()
+                                .enumerate()
+                                .any(|(i, o)| i != t && !o.finished && o.cpu == cpu);
+                            if shared || self.sched.is_some() {
+                                self.reschedule();
+                            }
                         }
                     }
                 }
@@ -1712,13 +1739,18 @@ impl Simulator {
     fn run_daemon(&mut self, which: Daemon, ns: f64) -> f64 {
         let start = self.now.max(self.daemon_free_ns[which as usize]);
         self.daemon_free_ns[which as usize] = start + ns;
-        let running = |t: &Thread| !t.finished && !t.waiting;
-        let busy = self.threads.iter().filter(|t| running(t)).count();
+        // the CPUs busy: those whose holding thread runs (of threads taking turns on a CPU,
+        // only the holder is on it)
+        let sched = &self.sched;
+        let holds = |i: usize| sched.as_ref().is_none_or(|s| s.holds_cpu(i));
+        let running = |i: usize, t: &Thread| !t.finished && !t.waiting && holds(i);
+        let busy = (self.threads.iter().enumerate())
+            .filter(|(i, t)| running(*i, t))
+            .count();
         if busy >= self.machine.topology.num_cpus() {
-            let victim = self
-                .threads
-                .iter_mut()
-                .filter(|t| running(t))
+            let victim = (self.threads.iter_mut().enumerate())
+                .filter(|(i, t)| running(*i, t))
+                .map(|(_, t)| t)
                 .min_by(|a, b| a.clock.total_cmp(&b.clock));
             if let Some(th) = victim {
                 th.clock += ns;
@@ -1822,32 +1854,32 @@ impl Simulator {
     /// The other CPUs' share of shootdowns raised in fault handlers.
     fn flush_deferred_shootdowns(&mut self) {
         for (task, except, start, len, ns) in std::mem::take(&mut self.sh.deferred_shootdowns) {
-            for th in self
-                .threads
-                .iter_mut()
-                .filter(|t| t.task == task && !t.finished && t.id != except)
-            {
-                if len > 0 {
-                    self.cores.state(th.core).tlb.invalidate_range(start, len);
-                }
-                th.clock += ns;
-                th.s.migration_ns += ns;
-            }
+            let raiser = self.threads.iter().position(|t| t.id == except);
+            self.interrupt_others(task, raiser, start, len, ns);
         }
     }
 
-    /// The CPUs a shootdown for `task` raised by `caller` (a thread; None: a daemon, on a CPU
-    /// of its own) reaches: the task's other live threads (os/tlb_shootdown.rs).
-    fn shootdown_targets(&self, task: TaskId, caller: Option<usize>) -> usize {
-        let live = self.sh.live_threads.get(task.index()).copied().unwrap_or(0) as usize;
-        let own = caller
-            .and_then(|t| self.threads.get(t))
-            .is_some_and(|th| th.task == task && !th.finished);
-        live - usize::from(own)
+    /// The CPUs a shootdown for `task` raised by `caller` reaches: those its live threads
+    /// are placed on, the raiser's own excepted (a daemon, None, runs on a CPU of its own;
+    /// os/tlb_shootdown.rs). Threads taking turns on a CPU count once.
+    fn shootdown_cpus(&self, task: TaskId, caller: Option<usize>) -> Vec<(CpuId, usize)> {
+        let own = caller.and_then(|t| self.threads.get(t)).map(|th| th.cpu);
+        let mut cpus: Vec<(CpuId, usize)> = (self.threads.iter().enumerate())
+            .filter(|(_, t)| t.task == task && !t.finished && Some(t.cpu) != own)
+            .map(|(i, t)| (t.cpu, i))
+            .collect();
+        cpus.sort_unstable_by_key(|c| c.0);
+        cpus.dedup_by_key(|c| c.0);
+        cpus
     }
 
-    /// Every live thread of `task` but `caller` loses `ns` to flush interrupts; all of them
-    /// drop `[start, start + len)` from their TLBs (len 0: nothing more to drop).
+    fn shootdown_targets(&self, task: TaskId, caller: Option<usize>) -> usize {
+        self.shootdown_cpus(task, caller).len()
+    }
+
+    /// Each CPU a shootdown of `task`'s raised by `caller` reaches loses `ns` to the flush
+    /// interrupt (the thread holding it, when threads take turns on it); every live thread
+    /// of the task drops `[start, start + len)` from its TLB (len 0: nothing more to drop).
     fn interrupt_others(
         &mut self,
         task: TaskId,
@@ -1856,18 +1888,54 @@ impl Simulator {
         len: u64,
         ns: f64,
     ) {
-        for (i, th) in self.threads.iter_mut().enumerate() {
-            if th.task != task || th.finished {
-                continue;
-            }
-            if len > 0 {
+        if len > 0 {
+            for th in self
+                .threads
+                .iter()
+                .filter(|t| t.task == task && !t.finished)
+            {
                 self.cores.state(th.core).tlb.invalidate_range(start, len);
             }
-            if Some(i) != caller {
-                th.clock += ns;
-                th.s.migration_ns += ns;
-            }
         }
+        for (_, t) in self.shootdown_cpus(task, caller) {
+            let on_cpu = self.sched.as_ref().map_or(t, |s| s.holder_for(t));
+            let th = &mut self.threads[on_cpu];
+            th.clock += ns;
+            th.s.migration_ns += ns;
+        }
+    }
+
+    /// Run queues for the threads' CPUs now (sched.rs), and the task CPU counts shootdowns
+    /// raised in fault handlers use.
+    fn reschedule(&mut self) {
+        let cpus: Vec<CpuId> = self.threads.iter().map(|t| t.cpu).collect();
+        let clocks: Vec<f64> = self.threads.iter().map(|t| t.clock.max(self.now)).collect();
+        let eevdf = self.machine.os.linux_at_least(6, 6);
+        self.sched = Scheduler::new(&cpus, &clocks, self.machine.topology.num_cpus(), eevdf);
+        self.count_task_cpus();
+    }
+
+    /// Per task, the CPUs its live threads are placed on (`Shared::task_cpus`), when threads
+    /// take turns on CPUs; otherwise the fault paths count threads.
+    fn count_task_cpus(&mut self) {
+        if self.sched.is_none() {
+            self.sh.task_cpus = None;
+            return;
+        }
+        let mut per_task: Vec<Vec<CpuId>> = vec![Vec::new(); self.sh.live_threads.len()];
+        for th in self.threads.iter().filter(|t| !t.finished) {
+            per_task[th.task.index()].push(th.cpu);
+        }
+        self.sh.task_cpus = Some(
+            per_task
+                .into_iter()
+                .map(|mut c| {
+                    c.sort_unstable();
+                    c.dedup();
+                    c.len() as u32
+                })
+                .collect(),
+        );
     }
 
     /// `flushes` shootdowns of `[start, start + len)` for `task`, raised by `caller`, at
@@ -2880,7 +2948,11 @@ fn raise_from_fault(
     flushes: u32,
     scale: f64,
 ) -> f64 {
-    let cpus = sh.live_threads[th.task.index()].saturating_sub(1) as usize;
+    let own = match &sh.task_cpus {
+        Some(c) => c[th.task.index()],
+        None => sh.live_threads[th.task.index()],
+    };
+    let cpus = own.saturating_sub(1) as usize;
     if flushes == 0 || cpus == 0 {
         return 0.0;
     }

@@ -33,6 +33,8 @@ struct RunQueue {
     slice_end: f64,
     /// When the CPU was last given up (the holder waited or ended), ns.
     free_at: f64,
+    /// The holder stopped and nobody else could run: it gets a new slice when it resumes.
+    idle: bool,
 }
 
 /// A CPU handed to another thread: `to` starts at `at` (before the switch's own cost).
@@ -56,10 +58,11 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
-    /// The run queues for threads placed on `cpus` (one entry per thread) on a machine of
-    /// `ncpus` CPUs, with the slices of `eevdf` (Linux 6.6 and later) or CFS. None when no
-    /// CPU has two threads: the run is not time-shared.
-    pub fn new(cpus: &[CpuId], ncpus: usize, eevdf: bool) -> Option<Scheduler> {
+    /// The run queues for threads placed on `cpus` whose clocks are `clocks` (one entry per
+    /// thread) on a machine of `ncpus` CPUs, with the slices of `eevdf` (Linux 6.6 and later)
+    /// or CFS. Each queue's earliest thread holds its CPU first, for a slice from its clock.
+    /// None when no CPU has two threads: the run is not time-shared.
+    pub fn new(cpus: &[CpuId], clocks: &[f64], ncpus: usize, eevdf: bool) -> Option<Scheduler> {
         let mut by_cpu: std::collections::BTreeMap<CpuId, Vec<usize>> = Default::default();
         for (t, c) in cpus.iter().enumerate() {
             by_cpu.entry(*c).or_default().push(t);
@@ -70,11 +73,15 @@ impl Scheduler {
             for &t in &threads {
                 rq_of[t] = Some(rqs.len() as u32);
             }
+            let curr = (0..threads.len())
+                .min_by(|&a, &b| clocks[threads[a]].total_cmp(&clocks[threads[b]]))
+                .unwrap_or(0);
             rqs.push(RunQueue {
                 threads,
-                curr: 0,
+                curr,
                 slice_end: f64::NEG_INFINITY,
                 free_at: 0.0,
+                idle: false,
             });
         }
         if rqs.is_empty() {
@@ -93,9 +100,11 @@ impl Scheduler {
             latency_ns,
             min_gran_ns,
         };
-        // every queue's first thread starts with a slice, from time 0
+        // every queue's first holder starts with a slice, from its clock
         for q in 0..s.rqs.len() {
-            s.rqs[q].slice_end = s.slice_ns(s.rqs[q].threads.len());
+            let rq = &s.rqs[q];
+            let start = clocks[rq.threads[rq.curr]];
+            s.rqs[q].slice_end = start + s.slice_ns(rq.threads.len());
         }
         Some(s)
     }
@@ -113,6 +122,27 @@ impl Scheduler {
                 let rq = &self.rqs[q as usize];
                 rq.threads[rq.curr] == t
             }
+        }
+    }
+
+    /// The thread holding the CPU `t` is placed on: `t` itself when the CPU is its alone.
+    pub fn holder_for(&self, t: usize) -> usize {
+        match self.rq_of[t] {
+            None => t,
+            Some(q) => {
+                let rq = &self.rqs[q as usize];
+                rq.threads[rq.curr]
+            }
+        }
+    }
+
+    /// A holder that stopped with nobody to take its CPU, and runs again at `clock`, gets a
+    /// new slice from then.
+    pub fn resume(&mut self, t: usize, clock: f64, runnable: impl Fn(usize) -> bool) {
+        let Some(q) = self.rq_of[t] else { return };
+        if std::mem::take(&mut self.rqs[q as usize].idle) {
+            let n = self.runnable_count(q as usize, &runnable);
+            self.rqs[q as usize].slice_end = clock + self.slice_ns(n);
         }
     }
 
@@ -145,7 +175,9 @@ impl Scheduler {
         match self.hand_over(q, clock, &runnable) {
             Some(s) => Some(s),
             None => {
-                if !stopped {
+                if stopped {
+                    self.rqs[q].idle = true;
+                } else {
                     let n = self.runnable_count(q, &runnable);
                     self.rqs[q].slice_end = clock + self.slice_ns(n);
                 }
@@ -194,6 +226,7 @@ impl Scheduler {
         let from = rq.threads[rq.curr];
         let k = (1..n).find(|k| runnable(rq.threads[(rq.curr + k) % n]))?;
         rq.curr = (rq.curr + k) % n;
+        rq.idle = false;
         Some(Switch {
             from,
             to: rq.threads[rq.curr],
@@ -208,30 +241,28 @@ mod tests {
 
     #[test]
     fn a_run_without_shared_cpus_has_no_scheduler() {
-        assert!(Scheduler::new(&[CpuId(0), CpuId(1)], 2, false).is_none());
+        assert!(Scheduler::new(&[CpuId(0), CpuId(1)], &[0.0; 2], 2, false).is_none());
     }
 
     #[test]
     fn slices_follow_cfs_and_eevdf() {
         let cpus = [CpuId(0), CpuId(0), CpuId(0)];
-        let cfs = Scheduler::new(&cpus, 16, false).unwrap();
+        let cfs = Scheduler::new(&cpus, &[0.0; 3], 16, false).unwrap();
         // ×4 from 8 CPUs: latency 24 ms, min granularity 3 ms
         assert_eq!(cfs.slice_ns(2), 12_000_000.0);
         assert_eq!(cfs.slice_ns(16), 3_000_000.0);
-        let eevdf = Scheduler::new(&cpus, 16, true).unwrap();
+        let eevdf = Scheduler::new(&cpus, &[0.0; 3], 16, true).unwrap();
         assert_eq!(eevdf.slice_ns(2), 3_000_000.0);
         // 2 CPUs: × (1 + log2 2) = 2
-        assert_eq!(
-            Scheduler::new(&cpus, 2, false).unwrap().slice_ns(2),
-            6_000_000.0
-        );
+        let two = Scheduler::new(&cpus, &[0.0; 3], 2, false).unwrap();
+        assert_eq!(two.slice_ns(2), 6_000_000.0);
     }
 
     #[test]
     fn the_cpu_goes_round_robin_to_runnable_threads() {
         // threads 0, 2, 3 on CPU 0; thread 1 alone on CPU 1
         let cpus = [CpuId(0), CpuId(1), CpuId(0), CpuId(0)];
-        let mut s = Scheduler::new(&cpus, 4, false).unwrap();
+        let mut s = Scheduler::new(&cpus, &[0.0; 4], 4, false).unwrap();
         assert!(s.holds_cpu(0) && s.holds_cpu(1) && !s.holds_cpu(2));
         let all = |_t: usize| true;
         s.started(0, 0.0, all);
@@ -251,5 +282,21 @@ mod tests {
         let only3 = |t: usize| t == 3;
         let sw = s.idle_handovers(only3);
         assert_eq!((sw[0].to, sw[0].at), (3, 5.0));
+    }
+
+    #[test]
+    fn the_earliest_thread_holds_first_and_a_resumed_holder_gets_a_new_slice() {
+        // thread 0 starts 1 s late (a start skew): thread 1 holds CPU 0 from its own start
+        let cpus = [CpuId(0), CpuId(0)];
+        let mut s = Scheduler::new(&cpus, &[1e9, 2.0], 16, false).unwrap();
+        assert!(s.holds_cpu(1) && !s.holds_cpu(0));
+        assert_eq!(s.turn_end(1, f64::MAX), 2.0 + s.slice_ns(2));
+        // thread 1 waits and thread 0 cannot run yet: the CPU idles with thread 1, which
+        // resumes with a whole slice
+        let none = |_t: usize| false;
+        assert_eq!(s.after_turn(1, 10.0, none), None);
+        let all = |_t: usize| true;
+        s.resume(1, 1e8, all);
+        assert_eq!(s.turn_end(1, f64::MAX), 1e8 + s.slice_ns(2));
     }
 }

@@ -136,7 +136,7 @@ fn the_daemon_runs_on_a_free_cpu_and_takes_a_busy_one_when_none_is_free() {
         "{} ns",
         few.policy_ns
     );
-    assert!(few.per_thread[1].migration_ns <= ipi + 1.0);
+    assert!((few.per_thread[1].migration_ns - ipi).abs() < 1.0);
     // every CPU busy: one thread (not thread 0, which waits in its fault) loses the call
     let full = run(24, true);
     let lost: Vec<f64> = full.per_thread.iter().map(|t| t.migration_ns).collect();

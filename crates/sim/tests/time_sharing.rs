@@ -2,7 +2,7 @@
 //! simulation I", item 3; docs/model.md, "Time-sharing"; `sched.rs`), with a context switch's
 //! cost and the cache and TLB disruption that sharing the core brings.
 
-use numalab_core::{CpuId, MapOptions, Op};
+use numalab_core::{AccessKind, CpuId, MapOptions, Op};
 use numalab_sim::{simulate, Pinning, SimConfig, SimResult};
 use numalab_workloads::script::Script;
 
@@ -70,10 +70,17 @@ fn an_openmp_team_larger_than_its_cpus_runs_to_the_end_in_turns() {
     let w = Script {
         maps: vec![(1 << 20, MapOptions::default())],
         threads: 4,
-        ops: |_b: &[u64], _t: usize| {
+        ops: |b: &[u64], t: usize| {
             let mut v = Vec::new();
             for _ in 0..3 {
                 for _ in 0..20 {
+                    // the thread's own 32 pages, then 1 ms of compute
+                    v.push(Op::Run {
+                        base: b[0] + t as u64 * (32 << 12),
+                        lines: 32,
+                        stride_bytes: 4096,
+                        kind: AccessKind::Read,
+                    });
                     v.push(Op::Compute {
                         cycles: 2_260_000,
                         instructions: 2_260_000,
@@ -101,12 +108,20 @@ fn an_openmp_team_larger_than_its_cpus_runs_to_the_end_in_turns() {
         halved.sim_time_ns
     );
     assert!(halved.per_thread.iter().all(|t| t.context_switches > 0));
-    // threads of one process keep the TLB across a switch: no more walks than alone
     assert_eq!(
         own.per_thread
             .iter()
             .map(|t| t.context_switches)
             .sum::<u64>(),
         0
+    );
+    // threads of one process keep the TLB across a switch: no more walks than alone
+    let walks = |r: &SimResult| r.per_thread.iter().map(|t| t.page_walks[0]).sum::<u64>();
+    assert!(walks(&own) >= 4 * 32, "{} walks", walks(&own));
+    assert!(
+        walks(&halved) <= walks(&own) + 8,
+        "{} against {}",
+        walks(&halved),
+        walks(&own)
     );
 }

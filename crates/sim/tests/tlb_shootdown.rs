@@ -41,6 +41,10 @@ impl Policy for MoveOnce {
 /// `threads` threads on node 0: thread 0 first-touches the buffer, then all compute for about
 /// 5 ms (the daemon's call comes at 2 ms) and leave.
 fn run(m: &Machine, threads: usize) -> SimResult {
+    run_on(m, threads, m.topology.nodes[0].cpus[..threads].to_vec())
+}
+
+fn run_on(m: &Machine, threads: usize, cpus: Vec<numalab_core::CpuId>) -> SimResult {
     let w = Script {
         maps: vec![(PAGES * PAGE, MapOptions::default())],
         threads,
@@ -65,7 +69,7 @@ fn run(m: &Machine, threads: usize) -> SimResult {
         },
     };
     let cfg = SimConfig {
-        pinning: Pinning::Cpus(m.topology.nodes[0].cpus[..threads].to_vec()),
+        pinning: Pinning::Cpus(cpus),
         sample_period: 0,
         policies: vec![Box::new(MoveOnce { done: false })],
         ..Default::default()
@@ -124,6 +128,23 @@ fn from_6_3_a_batch_of_512_pages_shares_one_flush() {
     );
     let ipi = (PAGES / 512) as f64 * m.os.tlb_flush_ipi_ns;
     assert!((r.per_thread[3].migration_ns / ipi - 1.0).abs() < 1e-6);
+}
+
+#[test]
+fn threads_taking_turns_on_a_cpu_are_one_cpu_to_reach() {
+    // six threads on three CPUs: each shootdown reaches three CPUs, and the thread holding
+    // each loses the interrupt
+    let m = machine("3.9");
+    let c = &m.topology.nodes[0].cpus;
+    let r = run_on(&m, 6, [c[0], c[1], c[2], c[0], c[1], c[2]].to_vec());
+    assert_eq!(r.vmstat.pgmigrate_success, PAGES);
+    assert_eq!(r.vmstat.nr_tlb_remote_flush_received, 3 * PAGES);
+    let lost: f64 = r.per_thread.iter().map(|t| t.migration_ns).sum();
+    let ipi = 3.0 * PAGES as f64 * m.os.tlb_flush_ipi_ns;
+    assert!(
+        (lost / ipi - 1.0).abs() < 1e-6,
+        "{lost} ns lost, {ipi} expected"
+    );
 }
 
 #[test]
