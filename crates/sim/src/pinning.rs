@@ -76,6 +76,10 @@ impl fmt::Display for Pinning {
     }
 }
 
+/// Threads a run may have: as many as a mix's copies (`mix::MAX_COPIES`). More threads than
+/// CPUs take turns on them (sched.rs), so the machine does not bound them.
+pub const MAX_THREADS: usize = 1 << 16;
+
 impl Pinning {
     /// The CPUs a thread placed on `cpu` may run on (its affinity mask, as the OpenMP runtime
     /// or numactl sets it): every CPU when unpinned (`None`), the node's CPUs for `sockets`
@@ -92,12 +96,17 @@ impl Pinning {
         }
     }
 
-    /// The CPU of each of `threads` threads. The named pinnings give each thread a CPU of its
+    /// The CPU of each of `threads` threads (at most [`MAX_THREADS`]). The named pinnings give each thread a CPU of its
     /// own up to the machine's CPUs; threads beyond them share the CPU of thread `t mod C`
     /// and take turns on it (sched.rs), and a CPU list shorter than the threads is used
     /// round robin, as `taskset -c` runs every thread on its CPUs. Errors name unknown CPUs, or
     /// a named pinning that cannot give the first `C` threads CPUs of their own.
     pub fn resolve(&self, topo: &Topology, threads: usize) -> Result<Vec<CpuId>, String> {
+        if threads > MAX_THREADS {
+            return Err(format!(
+                "{threads} threads: the simulator runs at most {MAX_THREADS} (each keeps its own TLBs, store buffer and counters); use fewer threads"
+            ));
+        }
         let total = topo.num_cpus();
         let placed = threads.min(total);
         let nodes: Vec<&Vec<CpuId>> = topo
@@ -217,6 +226,8 @@ mod tests {
     #[test]
     fn bad_pinning_is_refused() {
         let t = example();
+        let e = Pinning::None.resolve(&t, 100_000).unwrap_err();
+        assert!(e.contains("100000 threads") && e.contains("65536"), "{e}");
         assert!("0-9"
             .parse::<Pinning>()
             .unwrap()
