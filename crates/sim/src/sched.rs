@@ -16,9 +16,9 @@
 //!   `1 + log2(min(CPUs, 8))` (`SCHED_TUNABLESCALING_LOG`: ×4 from 8 CPUs);
 //! - EEVDF (6.6 and later): `sysctl_sched_base_slice`, 0.75 ms times the same factor.
 //!
-//! Not modelled: wake-up preemption, weights (nice levels), the load balancer moving
-//! threads between CPUs, and threads that a policy moves onto an occupied CPU after the
-//! start (they run beside its thread, as before).
+//! A thread a policy moves joins its new CPU's queue (the engine rebuilds the queues). Not
+//! modelled: wake-up preemption, weights (nice levels), the load balancer moving threads
+//! between CPUs.
 
 use numalab_core::CpuId;
 
