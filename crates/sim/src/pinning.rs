@@ -96,8 +96,8 @@ impl Pinning {
         }
     }
 
-    /// The CPU of each of `threads` threads (at most [`MAX_THREADS`]). The named pinnings give each thread a CPU of its
-    /// own up to the machine's CPUs; threads beyond them share the CPU of thread `t mod C`
+    /// The CPU of each of `threads` threads (at most [`MAX_THREADS`]). The named pinnings
+    /// give each thread a CPU of its own up to the machine's CPUs; threads beyond them share the CPU of thread `t mod C`
     /// and take turns on it (sched.rs), and a CPU list shorter than the threads is used
     /// round robin, as `taskset -c` runs every thread on its CPUs. Errors name unknown CPUs, or
     /// a named pinning that cannot give the first `C` threads CPUs of their own.
@@ -108,6 +108,9 @@ impl Pinning {
             ));
         }
         let total = topo.num_cpus();
+        if total == 0 && threads > 0 {
+            return Err("the machine has no CPU to run threads on".into());
+        }
         let placed = threads.min(total);
         let nodes: Vec<&Vec<CpuId>> = topo
             .nodes
