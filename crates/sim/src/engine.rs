@@ -761,7 +761,7 @@ impl Simulator {
                         Some(s) if !s.holds_cpu(t) => continue,
                         Some(s) => {
                             let threads = &self.threads;
-                            let runnable = |i: usize| !threads[i].finished && !threads[i].waiting;
+                            let runnable = runnable_in(threads);
                             s.resume(t, threads[t].clock, runnable);
                             s.turn_end(t, end)
                         }
@@ -1090,7 +1090,7 @@ impl Simulator {
         let (Some(sched), threads) = (&mut self.sched, &self.threads) else {
             return;
         };
-        let runnable = |i: usize| !threads[i].finished && !threads[i].waiting;
+        let runnable = runnable_in(threads);
         if let Some(sw) = sched.after_turn(t, threads[t].clock, runnable) {
             self.context_switch(sw);
         }
@@ -1101,7 +1101,7 @@ impl Simulator {
         let (Some(sched), threads) = (&mut self.sched, &self.threads) else {
             return;
         };
-        let runnable = |i: usize| !threads[i].finished && !threads[i].waiting;
+        let runnable = runnable_in(threads);
         for sw in sched.idle_handovers(runnable) {
             self.context_switch(sw);
         }
@@ -1124,7 +1124,7 @@ impl Simulator {
         let (Some(sched), threads) = (&mut self.sched, &self.threads) else {
             return;
         };
-        let runnable = |i: usize| !threads[i].finished && !threads[i].waiting;
+        let runnable = runnable_in(threads);
         sched.started(sw.to, start, runnable);
     }
 
@@ -1667,9 +1667,9 @@ impl Simulator {
         let flushes = p
             .shootdowns
             .migration_flushes(r.moved.iter().map(|&(_, s)| (s, true)));
-        let cpus = self.shootdown_targets(task, caller);
-        let flush_ns = flushes as f64 * p.shootdowns.initiator_ns(cpus);
-        self.sh.os.vm.count_remote_flushes(flushes, cpus);
+        let cpus = self.shootdown_cpus(task, caller);
+        let flush_ns = flushes as f64 * p.shootdowns.initiator_ns(cpus.len());
+        self.sh.os.vm.count_remote_flushes(flushes, cpus.len());
         let start = self.charge(caller, base_ns + flush_ns + copy_ns);
         if r.folios_moved == 0 {
             return;
@@ -1691,7 +1691,7 @@ impl Simulator {
             }
         }
         let ipi_ns = flushes as f64 * self.sh.p.shootdowns.ipi_ns;
-        self.interrupt_others(task, caller, 0, 0, ipi_ns);
+        self.interrupt(task, &cpus, (0, 0), ipi_ns);
     }
 
     /// A daemon copies `copies` (from, to, bytes) over `[from_ns, until_ns)` of its work: as
@@ -1855,7 +1855,8 @@ impl Simulator {
     fn flush_deferred_shootdowns(&mut self) {
         for (task, except, start, len, ns) in std::mem::take(&mut self.sh.deferred_shootdowns) {
             let raiser = self.threads.iter().position(|t| t.id == except);
-            self.interrupt_others(task, raiser, start, len, ns);
+            let cpus = self.shootdown_cpus(task, raiser);
+            self.interrupt(task, &cpus, (start, len), ns);
         }
     }
 
@@ -1873,19 +1874,14 @@ impl Simulator {
         cpus
     }
 
-    fn shootdown_targets(&self, task: TaskId, caller: Option<usize>) -> usize {
-        self.shootdown_cpus(task, caller).len()
-    }
-
-    /// Each CPU a shootdown of `task`'s raised by `caller` reaches loses `ns` to the flush
-    /// interrupt (the thread holding it, when threads take turns on it); every live thread
-    /// of the task drops `[start, start + len)` from its TLB (len 0: nothing more to drop).
-    fn interrupt_others(
+    /// Each of `cpus` (`shootdown_cpus` of `task`) loses `ns` to the flush interrupt (the
+    /// thread holding it, when threads take turns on it); every live thread of the task
+    /// drops `[start, start + len)` from its TLB (len 0: nothing more to drop).
+    fn interrupt(
         &mut self,
         task: TaskId,
-        caller: Option<usize>,
-        start: u64,
-        len: u64,
+        cpus: &[(CpuId, usize)],
+        (start, len): (u64, u64),
         ns: f64,
     ) {
         if len > 0 {
@@ -1897,7 +1893,7 @@ impl Simulator {
                 self.cores.state(th.core).tlb.invalidate_range(start, len);
             }
         }
-        for (_, t) in self.shootdown_cpus(task, caller) {
+        for &(_, t) in cpus {
             let on_cpu = self.sched.as_ref().map_or(t, |s| s.holder_for(t));
             let th = &mut self.threads[on_cpu];
             th.clock += ns;
@@ -1953,10 +1949,10 @@ impl Simulator {
             return 0.0;
         }
         let sd = self.sh.p.shootdowns.scaled(scale);
-        let cpus = self.shootdown_targets(task, caller);
-        self.sh.os.vm.count_remote_flushes(flushes, cpus);
-        self.interrupt_others(task, caller, start, len, flushes as f64 * sd.ipi_ns);
-        flushes as f64 * sd.initiator_ns(cpus)
+        let cpus = self.shootdown_cpus(task, caller);
+        self.sh.os.vm.count_remote_flushes(flushes, cpus.len());
+        self.interrupt(task, &cpus, (start, len), flushes as f64 * sd.ipi_ns);
+        flushes as f64 * sd.initiator_ns(cpus.len())
     }
 
     fn finish(
@@ -2936,6 +2932,12 @@ fn slow_path_after_wait(
     th.s.fault_ns += ns;
     th.s.migration_ns += ns;
     Ok(ns)
+}
+
+/// Whether thread `i` of `threads` can run (for the run queues, sched.rs): not ended, not
+/// waiting at a barrier.
+fn runnable_in(threads: &[Thread]) -> impl Fn(usize) -> bool + '_ {
+    |i| !threads[i].finished && !threads[i].waiting
 }
 
 /// `flushes` shootdowns of `[start, start + len)` raised in thread `th`'s fault handler, at

@@ -116,13 +116,7 @@ impl Scheduler {
 
     /// Whether thread `t` holds its CPU (always, when the CPU is its alone).
     pub fn holds_cpu(&self, t: usize) -> bool {
-        match self.rq_of[t] {
-            None => true,
-            Some(q) => {
-                let rq = &self.rqs[q as usize];
-                rq.threads[rq.curr] == t
-            }
-        }
+        self.holder_for(t) == t
     }
 
     /// The thread holding the CPU `t` is placed on: `t` itself when the CPU is its alone.
