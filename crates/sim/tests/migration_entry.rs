@@ -3,39 +3,15 @@
 //! waits for the copy in the fault handler, and a daemon's move_pages time is lost by a
 //! program thread only when no CPU is free to run the daemon.
 
-use numalab_core::view::MemoryView;
-use numalab_core::{AccessKind, Action, MapOptions, NodeId, Op, PageSize, Policy, TaskId};
+mod common;
+
+use common::MigrateOnce;
+use numalab_core::{AccessKind, MapOptions, Op, PageSize};
 use numalab_sim::{simulate, Pinning, SimConfig, SimResult};
 use numalab_workloads::script::Script;
 
 const MIB: u64 = 1 << 20;
 const TICK_NS: u64 = 1_000_000;
-
-/// At its first tick (1 ms), migrates mapping 0 of task 0 to node 1, once.
-struct MigrateOnce {
-    done: bool,
-}
-
-impl Policy for MigrateOnce {
-    fn name(&self) -> &str {
-        "migrate-once"
-    }
-    fn period_ns(&self) -> u64 {
-        TICK_NS
-    }
-    fn tick(&mut self, view: &dyn MemoryView) -> Vec<Action> {
-        if std::mem::replace(&mut self.done, true) {
-            return Vec::new();
-        }
-        let r = &view.regions()[0];
-        vec![Action::Migrate {
-            task: TaskId(0),
-            start: r.start,
-            len_bytes: r.len_bytes,
-            to: NodeId(1),
-        }]
-    }
-}
 
 /// `threads` threads of the X5650 preset (CPUs 0..threads, node 0 first): thread 0 writes a
 /// 2 MiB huge page and then reads it over and over for several milliseconds; the others read
@@ -79,7 +55,7 @@ fn run_on(preset: &str, threads: usize, migrate: bool) -> SimResult {
         pinning: Pinning::Cpus((0..threads as u32).map(numalab_core::CpuId).collect()),
         sample_period: 0,
         policies: if migrate {
-            vec![Box::new(MigrateOnce { done: false })]
+            vec![Box::new(MigrateOnce::at(TICK_NS))]
         } else {
             Vec::new()
         },

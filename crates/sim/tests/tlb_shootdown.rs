@@ -3,40 +3,16 @@
 //! "TLB shootdowns"; `os/tlb_shootdown.rs`). A policy daemon moves a task's buffer with one
 //! move_pages call while the task's threads wait at a barrier.
 
-use numalab_core::view::MemoryView;
-use numalab_core::{AccessKind, Action, MapOptions, NodeId, Op, Policy, TaskId};
+mod common;
+
+use common::MigrateOnce;
+use numalab_core::{AccessKind, MapOptions, Op};
 use numalab_machine::Machine;
 use numalab_sim::{simulate, Pinning, SimConfig, SimResult};
 use numalab_workloads::script::Script;
 
 const PAGE: u64 = 4096;
 const PAGES: u64 = 1024;
-
-/// At its first tick (2 ms: after the first touches), moves mapping 0 of task 0 to node 1, once.
-struct MoveOnce {
-    done: bool,
-}
-
-impl Policy for MoveOnce {
-    fn name(&self) -> &str {
-        "move-once"
-    }
-    fn period_ns(&self) -> u64 {
-        2_000_000
-    }
-    fn tick(&mut self, view: &dyn MemoryView) -> Vec<Action> {
-        if std::mem::replace(&mut self.done, true) {
-            return Vec::new();
-        }
-        let r = &view.regions()[0];
-        vec![Action::Migrate {
-            task: TaskId(0),
-            start: r.start,
-            len_bytes: r.len_bytes,
-            to: NodeId(1),
-        }]
-    }
-}
 
 /// `threads` threads on node 0: thread 0 first-touches the buffer, then all compute for about
 /// 5 ms (the daemon's call comes at 2 ms) and leave.
@@ -71,7 +47,8 @@ fn run_on(m: &Machine, threads: usize, cpus: Vec<numalab_core::CpuId>) -> SimRes
     let cfg = SimConfig {
         pinning: Pinning::Cpus(cpus),
         sample_period: 0,
-        policies: vec![Box::new(MoveOnce { done: false })],
+        // at 2 ms: after the first touches
+        policies: vec![Box::new(MigrateOnce::at(2_000_000))],
         ..Default::default()
     };
     simulate(m, &w, cfg).expect("simulation runs")
