@@ -228,15 +228,13 @@ fn links(
             .collect();
         // link bytes per payload byte of a read over this link: the coherence protocol's
         // messages (numalab_machine::coherence)
-        let factor = pairs
-            .first()
-            .map_or(1.0 + base.link_coherence_overhead, |&(s, d)| {
-                base.read_wire_factor(
-                    &routes,
-                    numalab_core::NodeId(s as u16),
-                    numalab_core::NodeId(d as u16),
-                )
-            });
+        let factor = pairs.first().map_or(base.bulk_wire_factor(), |&(s, d)| {
+            base.read_wire_factor(
+                &routes,
+                numalab_core::NodeId(s as u16),
+                numalab_core::NodeId(d as u16),
+            )
+        });
         let hops: Vec<(usize, usize, f64)> = pairs
             .iter()
             .filter_map(|&(s, d)| Some((s, d, lat(s, d)? - idle[d]?)))

@@ -1,11 +1,11 @@
 //! What one line transfer puts on the links: the coherence protocol's messages, per link
 //! direction (docs/model.md, "Links and coherence traffic").
 //!
-//! Three protocols:
+//! Five protocols:
 //!
 //! - [`Coherence::Flat`]: the line's payload crosses the route with `link_coherence_overhead`
-//!   more bytes (snoops, requests, completions folded into one factor). Intel presets and
-//!   machines read from hwloc, whose protocol messages numalab does not model.
+//!   more bytes (snoops, requests, completions folded into one factor). Machines read from
+//!   hwloc, which does not say how their sockets keep coherence.
 //! - [`Coherence::HtBroadcast`]: HyperTransport without a probe filter (K8, Barcelona). The
 //!   home node of a line broadcasts a probe to every other node for every read, local reads
 //!   included, and every node other than the requester answers the requester (AMD,
@@ -20,6 +20,15 @@
 //!   servers", 6th ed., "HT Assist"). The model keeps no record of which caches hold a
 //!   line, so it sends no directed probe: lines shared between nodes are the approximation
 //!   (docs/model.md, "Not modelled").
+//!
+//! - [`Coherence::QpiSnoop`]: Intel QuickPath (and UltraPath, which keeps its message classes)
+//!   without a directory: source snoop (Nehalem-EP, Westmere-EP), early snoop (Haswell-EP's
+//!   default). The requester snoops every other socket for every read, local reads included,
+//!   and each snooped socket answers the line's home.
+//! - [`Coherence::QpiDirectory`]: the memory directory (Broadwell-EP's home snoop with
+//!   directory, Skylake-SP and later in every mode): the home snoops only sockets its
+//!   directory says may hold the line, so a line no other socket holds needs a request and
+//!   the data. As with HT Assist, the model keeps no sharers and sends no snoop.
 //!
 //! HyperTransport messages, with their sizes in bytes (HyperTransport I/O Link Specification
 //! rev. 3.10, §4: control packets are 4 or 8 bytes, an address-carrying request 8, a response
@@ -42,6 +51,28 @@
 //! with 100 (the probe to node 2 and node 3's answer are routed through the pair), 0.32;
 //! AMD measured 752 MB/s out against 2.2 GB/s in, 0.34, on a 4-socket K8 square (pub.
 //! 40555, §A.2.1), the check `tests/coherence.rs` makes. Without the NOPs it would be 0.14.
+//!
+//! QPI and UPI messages are counted in flits of 8 payload bytes: the raw rate Intel quotes
+//! (2 bytes a transfer per direction, 12.8 GB/s at 6.4 GT/s) is what the 80-bit flits carry
+//! besides their CRC and link-layer bits, and credits return inside those bits, not as
+//! messages of their own. Requests (the HOME class), snoops (SNOOP) and responses without data
+//! (NDR) are one flit; a data response (DRS) is a header flit and 8 data flits (Intel SDM
+//! vol. 3B, Nehalem uncore events 40H "single flit" HOME / SNOOP / NDR and 41H "multi flit" DRS
+//! / NCB / NCS; the uncore guides for Xeon E5 v2 and Xeon Scalable, 327043 and 329468, count
+//! a line's data as 9 flits).
+//!
+//! | message | flits | bytes | route |
+//! |---|---|---|---|
+//! | read request (RdData, RdInvOwn) | 1 | 8 | requester → home (remote reads) |
+//! | snoop (SnpData, SnpInvOwn; `qpi-snoop` only) | 1 | 8 | requester → every other socket |
+//! | snoop response (RspI, RspS; `qpi-snoop` only) | 1 | 8 | snooped socket → home |
+//! | data with completion (DataC_E_Cmp) | 9 | 72 | home → requester |
+//! | write-back (WbMtoI and WbIData) | 1 + 9 | 80 | writer → home |
+//! | completion (Cmp) | 1 | 8 | home → writer |
+//!
+//! So a remote read on two sockets puts 16 bytes a line on the request direction and 72 on the
+//! data direction with `qpi-snoop`, 8 and 72 with `qpi-directory`; a local read puts 8 on each
+//! direction with `qpi-snoop` and nothing with `qpi-directory`.
 
 use crate::routes::{LinkDir, Routes};
 use crate::Machine;
@@ -59,16 +90,23 @@ pub enum Coherence {
     HtBroadcast,
     /// HyperTransport with HT Assist: probes only to nodes that cache the line.
     HtProbeFilter,
+    /// QPI / UPI, every read snooping every other socket (source or early snoop).
+    QpiSnoop,
+    /// QPI / UPI with the memory directory: no snoop for lines no other socket holds.
+    QpiDirectory,
 }
 
 impl Coherence {
-    pub const NAMES: &'static str = "\"flat\", \"ht-broadcast\" or \"ht-probe-filter\"";
+    pub const NAMES: &'static str =
+        "\"flat\", \"ht-broadcast\", \"ht-probe-filter\", \"qpi-snoop\" or \"qpi-directory\"";
 
     pub fn name(self) -> &'static str {
         match self {
             Coherence::Flat => "flat",
             Coherence::HtBroadcast => "ht-broadcast",
             Coherence::HtProbeFilter => "ht-probe-filter",
+            Coherence::QpiSnoop => "qpi-snoop",
+            Coherence::QpiDirectory => "qpi-directory",
         }
     }
 
@@ -77,12 +115,14 @@ impl Coherence {
             "flat" => Some(Coherence::Flat),
             "ht-broadcast" => Some(Coherence::HtBroadcast),
             "ht-probe-filter" => Some(Coherence::HtProbeFilter),
+            "qpi-snoop" => Some(Coherence::QpiSnoop),
+            "qpi-directory" => Some(Coherence::QpiDirectory),
             _ => None,
         }
     }
 
-    fn is_ht(self) -> bool {
-        self != Coherence::Flat
+    fn is_qpi(self) -> bool {
+        matches!(self, Coherence::QpiSnoop | Coherence::QpiDirectory)
     }
 }
 
@@ -94,6 +134,10 @@ const HT_COMMAND_BYTES: f64 = 8.0;
 const HT_RESPONSE_BYTES: f64 = 4.0;
 /// A buffer-release NOP, one per packet received (spec §4.5's credit-based flow control).
 const HT_NOP_BYTES: f64 = 4.0;
+/// A QPI / UPI flit's payload: 64 of its 80 bits (the module comment).
+const QPI_FLIT_BYTES: f64 = 8.0;
+/// A data response or a write-back's data: a header flit and 8 data flits.
+const QPI_DATA_BYTES: f64 = 9.0 * QPI_FLIT_BYTES;
 
 /// Bytes one transaction puts on each link direction: `(slot, bytes)` pairs, slots as
 /// [`LinkDir::slot`], each slot once, in the order first crossed.
@@ -104,11 +148,15 @@ impl Machine {
     /// miss or a read for ownership).
     pub fn read_wire(&self, routes: &Routes, s: NodeId, d: NodeId) -> Wire {
         let mut w = Wire::new();
-        if !self.coherence.is_ht() {
+        if self.coherence == Coherence::Flat {
             if s != d {
                 let bytes = LINE_BYTES * (1.0 + self.link_coherence_overhead);
                 send(&mut w, routes.route(d, s), bytes, false);
             }
+            return w;
+        }
+        if self.coherence.is_qpi() {
+            self.qpi_read(&mut w, routes, s, d);
             return w;
         }
         if s != d {
@@ -133,16 +181,45 @@ impl Machine {
         w
     }
 
+    /// A QPI / UPI read by `s` of a line homed on `d` (the module comment's table).
+    fn qpi_read(&self, w: &mut Wire, routes: &Routes, s: NodeId, d: NodeId) {
+        if s != d {
+            send(w, routes.route(s, d), QPI_FLIT_BYTES, false);
+        }
+        if self.coherence == Coherence::QpiSnoop {
+            let n = self.topology.num_nodes();
+            for k in (0..n).map(|k| NodeId(k as u16)).filter(|&k| k != s) {
+                send(w, routes.route(s, k), QPI_FLIT_BYTES, false);
+                if k != d {
+                    send(w, routes.route(k, d), QPI_FLIT_BYTES, false);
+                }
+            }
+        }
+        if s != d {
+            send(w, routes.route(d, s), QPI_DATA_BYTES, false);
+        }
+    }
+
     /// The link traffic of one dirty line written back from node `s`'s caches to memory
-    /// node `d`. Write-backs are not probed in either protocol.
+    /// node `d`. Write-backs are not probed or snooped in any protocol.
     pub fn write_back_wire(&self, routes: &Routes, s: NodeId, d: NodeId) -> Wire {
         let mut w = Wire::new();
         if s == d {
             return w;
         }
-        if !self.coherence.is_ht() {
+        if self.coherence == Coherence::Flat {
             let bytes = LINE_BYTES * (1.0 + self.link_coherence_overhead);
             send(&mut w, routes.route(s, d), bytes, false);
+            return w;
+        }
+        if self.coherence.is_qpi() {
+            send(
+                &mut w,
+                routes.route(s, d),
+                QPI_FLIT_BYTES + QPI_DATA_BYTES,
+                false,
+            );
+            send(&mut w, routes.route(d, s), QPI_FLIT_BYTES, false);
             return w;
         }
         send(
@@ -156,14 +233,17 @@ impl Machine {
     }
 
     /// Link bytes per payload byte of a bulk transfer (a migration's copy, a huge page's
-    /// zeroing), counted on its route only: the payload, with either the flat overhead or
-    /// HyperTransport's data-packet header (4 bytes a line). The commands, completions and
-    /// NOPs of a bulk copy on the other directions are left out (docs/model.md).
+    /// zeroing), counted on its route only: the payload, with the flat overhead,
+    /// HyperTransport's data-packet header (4 bytes a line) or QPI's header flit (8 bytes a
+    /// line). The commands, completions, snoops and NOPs of a bulk copy on the other
+    /// directions are left out (docs/model.md).
     pub fn bulk_wire_factor(&self) -> f64 {
-        if self.coherence.is_ht() {
-            (HT_RESPONSE_BYTES + LINE_BYTES) / LINE_BYTES
-        } else {
-            1.0 + self.link_coherence_overhead
+        match self.coherence {
+            Coherence::Flat => 1.0 + self.link_coherence_overhead,
+            Coherence::HtBroadcast | Coherence::HtProbeFilter => {
+                (HT_RESPONSE_BYTES + LINE_BYTES) / LINE_BYTES
+            }
+            Coherence::QpiSnoop | Coherence::QpiDirectory => QPI_DATA_BYTES / LINE_BYTES,
         }
     }
 

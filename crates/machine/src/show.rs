@@ -294,6 +294,10 @@ pub fn summary(m: &Machine) -> String {
         ),
         crate::Coherence::HtBroadcast => "HyperTransport, broadcast probes".to_string(),
         crate::Coherence::HtProbeFilter => "HyperTransport, probe filter (HT Assist)".to_string(),
+        crate::Coherence::QpiSnoop => "QPI/UPI, every read snoops the other sockets".to_string(),
+        crate::Coherence::QpiDirectory => {
+            "QPI/UPI, snoops only where the directory says".to_string()
+        }
     };
     let _ = writeln!(
         s,
@@ -335,8 +339,11 @@ fn latency_and_bandwidth(m: &Machine, routes: &Routes) -> String {
     });
     let bw = node_matrix(
         m,
-        "peak read bandwidth GB/s (min of owner's controller and route's links)",
-        |a, b| trim(m.peak_bandwidth_gbps(routes, a, b), 2),
+        "peak read bandwidth GB/s (min of owner's controller and the lines the route's links carry beside their coherence messages)",
+        |a, b| {
+            let links = m.read_payload_gbps(routes, a, b);
+            trim(links.min(m.nodes[b.index()].ctrl_peak_gbps), 2)
+        },
     );
     format!("{lat}\n{bw}")
 }

@@ -1,7 +1,7 @@
 //! The coherence protocols' link traffic (src/coherence.rs) against AMD's measurements of a
 //! 4-socket Opteron square (pub. 40555, "Performance Guidelines for AMD Athlon 64 and AMD
-//! Opteron ccNUMA Multiprocessor Systems", rev. 3.00, 2006, §A.2.1), and the machine-file
-//! key that selects a protocol.
+//! Opteron ccNUMA Multiprocessor Systems", rev. 3.00, 2006, §A.2.1), QPI's flits on the Intel
+//! presets, and the machine-file key that selects a protocol.
 
 use numalab_core::NodeId;
 use numalab_machine::{preset, Coherence, LinkDir, Machine, Routes};
@@ -95,10 +95,13 @@ fn broadcast_probes_load_the_links_for_local_reads_and_a_probe_filter_does_not()
 
 #[test]
 fn the_flat_protocol_puts_the_payload_and_its_overhead_on_the_data_route() {
-    let m = preset("xeon-x5650-2n").unwrap();
-    assert_eq!(m.coherence, Coherence::Flat);
+    let m = Machine::from_toml_str(
+        "base = \"xeon-x5650-2n\"\ncoherence = \"flat\"\nlink_coherence_overhead = 0.1\n",
+        "flat.toml",
+    )
+    .unwrap();
     let r = m.routes().unwrap();
-    let wire = 64.0 * (1.0 + m.link_coherence_overhead);
+    let wire = 64.0 * 1.1;
     assert!(m.read_wire(&r, node(0), node(0)).is_empty());
     assert_eq!(
         m.read_wire(&r, node(0), node(1)),
@@ -108,10 +111,63 @@ fn the_flat_protocol_puts_the_payload_and_its_overhead_on_the_data_route() {
         m.write_back_wire(&r, node(0), node(1)),
         vec![(slot(&m, 0, 1), wire)]
     );
+    assert_eq!(m.read_wire_factor(&r, node(0), node(1)), 1.1);
+}
+
+#[test]
+fn qpi_source_snoop_sends_a_snoop_for_every_read_and_nine_flits_for_a_line() {
+    // Westmere-EP, source snoop: a remote read is a request and a snoop (one flit each) to
+    // the home socket and 9 flits of data back; a local read snoops the other socket, which
+    // answers with one flit; a write-back is 1 + 9 flits, its completion one
+    let m = preset("xeon-x5650-2n").unwrap();
+    assert_eq!(m.coherence, Coherence::QpiSnoop);
+    let r = m.routes().unwrap();
+    let (out, inc) = (slot(&m, 0, 1), slot(&m, 1, 0));
+    let remote = m.read_wire(&r, node(0), node(1));
     assert_eq!(
-        m.read_wire_factor(&r, node(0), node(1)),
-        1.0 + m.link_coherence_overhead
+        (bytes_on(&remote, out), bytes_on(&remote, inc)),
+        (16.0, 72.0)
     );
+    let local = m.read_wire(&r, node(0), node(0));
+    assert_eq!((bytes_on(&local, out), bytes_on(&local, inc)), (8.0, 8.0));
+    let wb = m.write_back_wire(&r, node(0), node(1));
+    assert_eq!((bytes_on(&wb, out), bytes_on(&wb, inc)), (80.0, 8.0));
+    assert_eq!(m.bulk_wire_factor(), 72.0 / 64.0);
+    // a stream of remote reads fills the data direction at 64 of every 72 bytes
+    assert_eq!(m.read_wire_factor(&r, node(0), node(1)), 72.0 / 64.0);
+    let cap = m.links[0].gbps_per_dir;
+    assert!((m.read_payload_gbps(&r, node(0), node(1)) - cap * 64.0 / 72.0).abs() < 1e-9);
+}
+
+#[test]
+fn a_qpi_directory_sends_no_snoop_and_a_snooping_four_socket_machine_snoops_all() {
+    let m = preset("xeon-gold6130-4n").unwrap();
+    assert_eq!(m.coherence, Coherence::QpiDirectory);
+    let r = m.routes().unwrap();
+    assert!(m.read_wire(&r, node(0), node(0)).is_empty());
+    let w = m.read_wire(&r, node(0), node(1));
+    assert_eq!(
+        w,
+        vec![(slot(&m, 0, 1), 8.0), (slot(&m, 1, 0), 72.0)],
+        "a request and the data, on the pair's own link"
+    );
+
+    let mut snoop = m.clone();
+    snoop.coherence = Coherence::QpiSnoop;
+    let local = snoop.read_wire(&r, node(0), node(0));
+    for k in 1..4 {
+        assert_eq!(bytes_on(&local, slot(&m, 0, k)), 8.0, "snoop to {k}");
+        assert_eq!(bytes_on(&local, slot(&m, k, 0)), 8.0, "answer from {k}");
+    }
+    let remote = snoop.read_wire(&r, node(0), node(1));
+    assert_eq!(bytes_on(&remote, slot(&m, 0, 1)), 16.0);
+    assert_eq!(bytes_on(&remote, slot(&m, 1, 0)), 72.0);
+    for k in [2, 3] {
+        // the third and fourth sockets are snooped by the requester and answer the home
+        assert_eq!(bytes_on(&remote, slot(&m, 0, k)), 8.0, "snoop to {k}");
+        assert_eq!(bytes_on(&remote, slot(&m, k, 1)), 8.0, "answer from {k}");
+        assert_eq!(bytes_on(&remote, slot(&m, k, 0)), 0.0);
+    }
 }
 
 #[test]

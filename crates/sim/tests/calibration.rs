@@ -219,7 +219,19 @@ fn remote_only_streams_saturate_at_the_link() {
     // per 8 elements Triad reads 3 lines over the link (b, c, RFO of a) and writes back 1
     let read_payload_gbps = bytes * 0.75 / ns;
     let link = r.links.iter().find(|l| l.from == 1 && l.to == 0).unwrap();
-    let cap = link.gbps_per_dir / (1.0 + m.link_coherence_overhead);
+    // the link direction 1 → 0 carries, per 3 lines read, 3 lines' data and 1 write-back's
+    // completion (docs/model.md, "Links and coherence traffic")
+    let routes = m.routes().unwrap();
+    let inward = routes.route(NodeId(1), NodeId(0))[0].slot();
+    let on_inward = |w: Vec<(usize, f64)>| {
+        w.iter()
+            .filter(|&&(s, _)| s == inward)
+            .map(|&(_, b)| b)
+            .sum::<f64>()
+    };
+    let read = on_inward(m.read_wire(&routes, NodeId(0), NodeId(1)));
+    let write_back = on_inward(m.write_back_wire(&routes, NodeId(0), NodeId(1)));
+    let cap = link.gbps_per_dir * 3.0 * 64.0 / (3.0 * read + write_back);
     assert!(
         (read_payload_gbps - cap).abs() / cap < 0.08,
         "remote reads {read_payload_gbps:.2} GB/s vs link payload capacity {cap:.2} GB/s"

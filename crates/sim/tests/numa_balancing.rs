@@ -554,8 +554,9 @@ fn tiering_mode_promotes_slow_pages_to_the_fast_node() {
 }
 
 /// task_numa_migrate honours affinity (issue "Trustworthy simulation II", item 9): CG with
-/// THP on two Skylake nodes (two iterations: since zeroing huge pages is memory traffic, one
-/// iteration ends before placement acts) makes balancing move and swap unpinned threads; pinned one per
+/// THP on two Skylake nodes (three iterations: since zeroing huge pages is memory traffic, one
+/// iteration ends before placement acts, and since session 32's UPI messages two end before
+/// it moves a thread) makes balancing move and swap unpinned threads; pinned one per
 /// core (OMP_PLACES=cores, round robin over nodes) the same run moves none of them. The
 /// per-operation costs stay at full size (`scale_costs=0`): the scenario only has to make
 /// placement act on unpinned threads, and it does so in this short run with them.
@@ -563,7 +564,7 @@ fn tiering_mode_promotes_slow_pages_to_the_fast_node() {
 fn balancing_never_moves_a_pinned_thread() {
     let m = numalab_machine::preset("xeon-gold6130-2n").unwrap();
     let run = |pinning: Pinning| {
-        let w = numalab_workloads::by_spec("npb-cg:class=C,niter=2,scale=0.25", 32).unwrap();
+        let w = numalab_workloads::by_spec("npb-cg:class=C,niter=3,scale=0.25", 32).unwrap();
         let cfg = SimConfig {
             pinning,
             thp: ThpMode::Always,
