@@ -72,7 +72,11 @@
 //!
 //! So a remote read on two sockets puts 16 bytes a line on the request direction and 72 on the
 //! data direction with `qpi-snoop`, 8 and 72 with `qpi-directory`; a local read puts 8 on each
-//! direction with `qpi-snoop` and nothing with `qpi-directory`.
+//! direction with `qpi-snoop` and nothing with `qpi-directory`. UPI's flits are 192 bits with
+//! slots for several messages (Intel PCM: 172 usable bits), but its counters still count a
+//! line's data as 9 units; the model keeps QPI's units for it (docs/model.md). A directory's
+//! snoops for lines in state A (another socket may hold them), local reads included, are not
+//! sent: the model keeps no sharers.
 
 use crate::routes::{LinkDir, Routes};
 use crate::Machine;

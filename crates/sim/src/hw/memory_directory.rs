@@ -11,8 +11,9 @@
 //! - a remote read of a line already in state A changes nothing;
 //! - a write-back, local or remote, comes from the only socket that held the line modified,
 //!   so it stores the state I with the data at no extra cost;
-//! - local reads neither consult nor change the bits (the socket's own snoop filter tracks
-//!   its caches).
+//! - local reads do not change the bits; on the hardware a local read of a line in state A
+//!   snoops the other sockets first, which the model leaves out (docs/model.md, "Links and
+//!   coherence traffic": no measured figure for its wait).
 //!
 //! So streaming over remote data that is also written (every line written back between two
 //! reads) costs one extra write per line read, while re-reading remote read-only data costs
