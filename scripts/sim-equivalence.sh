@@ -23,6 +23,7 @@ configs=(
     "cgW|--machine xeon-platinum8180-2n --workload npb-cg:class=W"
     "autonuma|--machine xeon-gold6130-4n --workload stream:n=1000000,ntimes=3 --policy autonuma:time_scale=0.01"
     "nexttouch|--machine opteron8347he-4n --workload lu-blocked:n=1024,b=128 --threads 16 --policy next-touch"
+    "snoop|--machine xeon-x5650-2n --workload stream:n=1000000,ntimes=2 --mempolicy interleave"
 )
 
 # drop every field whose name mentions the host (host_seconds): the only one that may differ
