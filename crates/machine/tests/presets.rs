@@ -342,6 +342,19 @@ fn unknown_names_list_every_preset() {
 }
 
 #[test]
+fn the_summary_gives_the_lines_a_link_carries_beside_its_coherence_messages() {
+    // xeon-x5650-2n: 11.26 GB/s of QPI flits a direction, a line's data in 9 flits of 8 B
+    let s = numalab_machine::show::summary(&preset("xeon-x5650-2n").unwrap());
+    let peak = s
+        .lines()
+        .skip_while(|l| !l.starts_with("peak read bandwidth"))
+        .take(4)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(peak.contains("10.01") && !peak.contains("11.26"), "{peak}");
+}
+
+#[test]
 fn summaries_render() {
     let m = preset("opteron8347he-4n").unwrap();
     let s = numalab_machine::show::summary(&m);
