@@ -110,13 +110,6 @@ pub struct MemSys {
     /// Integers: every amount is whole bytes, so the total is exact in any order.
     epoch_ctrl_bytes: Vec<u64>,
     epoch_link_bytes: Vec<f64>,
-    /// Whether a read's link bytes wait for `end_epoch` (the count × the pair's wire) instead
-    /// of joining `epoch_link_bytes` at the read. True where every amount added to the links
-    /// is whole bytes (the HyperTransport and QPI protocols: their messages, and copies and
-    /// zeroing of whole lines and pages at 68/64 or 72/64), so the sum is exact in any order
-    /// and the results the same; false for the flat factor (64 × 1.1 is not whole), whose
-    /// running sum keeps its access order.
-    defer_read_wires: bool,
     /// The part of the two above that zeroed huge pages (`zero_fill`): it joins the queues
     /// at once rather than spread, as the faulting thread waits for it as it goes.
     epoch_zero_ctrl_bytes: Vec<u64>,
@@ -203,13 +196,8 @@ impl MemSys {
                 }
             }
         }
-        let whole = |w: &[Vec<(u16, f64)>]| w.iter().flatten().all(|&(_, b)| b.fract() == 0.0);
-        let defer_read_wires = whole(&read_wire)
-            && whole(&write_wire)
-            && (m.bulk_wire_factor() * 4096.0).fract() == 0.0;
         let mut ms = MemSys {
             n,
-            defer_read_wires,
             line_bytes: 64.0,
             curves: m.nodes.iter().map(|h| h.curve.clone()).collect(),
             ctrl_bytes_per_ns: m.nodes.iter().map(|h| h.ctrl_peak_gbps).collect(),
@@ -292,10 +280,10 @@ impl MemSys {
     pub fn read(&mut self, s: usize, d: usize) {
         let i = s * self.n + d;
         self.epoch_reads[i] += 1;
-        if !self.defer_read_wires && !self.read_wire[i].is_empty() {
-            // the flat factor's bytes stay a running f64 sum in access order (so that its
-            // results do not change); a local read crosses no link unless the protocol
-            // broadcasts probes or snoops
+        if !self.read_wire[i].is_empty() {
+            // the links' bytes stay a running f64 sum in access order (as before, so that
+            // results do not change); a local read crosses no link unless probes are
+            // broadcast
             self.read_links(i);
         }
     }
@@ -409,15 +397,6 @@ impl MemSys {
         // Lines each requesting node s put on each controller d (reads and write-backs):
         // `from[s * n + d]`, to weigh each resource's requesters' path latencies.
         let mut from = vec![0u64; n * n];
-        if self.defer_read_wires {
-            for (i, &r) in self.epoch_reads.iter().enumerate() {
-                if r > 0 {
-                    for &(l, bytes) in &self.read_wire[i] {
-                        self.epoch_link_bytes[l as usize] += bytes * r as f64;
-                    }
-                }
-            }
-        }
         let ctrl_bytes: Vec<f64> = (0..n)
             .map(|d| {
                 let mut reads = 0;
