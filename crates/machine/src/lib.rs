@@ -424,7 +424,10 @@ impl Machine {
     }
 
     /// Peak bandwidth of CPUs on `from` reading memory on `to`, GB/s: the owner's controller
-    /// peak, capped by the narrowest link of the route (reference/machines.md §5.3).
+    /// peak, capped by the narrowest link of the route (reference/machines.md §5.3), in the
+    /// links' own units: with a protocol that counts its messages this is the raw capacity,
+    /// and [`Machine::read_payload_gbps`] the lines a read stream gets (what `machine show`
+    /// prints).
     pub fn peak_bandwidth_gbps(&self, routes: &Routes, from: NodeId, to: NodeId) -> f64 {
         routes
             .route(from, to)

@@ -296,7 +296,7 @@ pub fn summary(m: &Machine) -> String {
         crate::Coherence::HtProbeFilter => "HyperTransport, probe filter (HT Assist)".to_string(),
         crate::Coherence::QpiSnoop => "QPI/UPI, every read snoops the other sockets".to_string(),
         crate::Coherence::QpiDirectory => {
-            "QPI/UPI, snoops only where the directory says".to_string()
+            "QPI/UPI, directory protocol (no snoops modelled)".to_string()
         }
     };
     let _ = writeln!(

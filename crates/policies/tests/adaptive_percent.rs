@@ -202,7 +202,7 @@ fn new_allocations_follow_p_without_moving_pages() {
         "touched at p = 0 (first rise in round {first_rise})"
     );
     // each segment is placed at the p of its time: never above p_max, and a run of segments
-    // at the plateau where p settled (the climb may overshoot it for a round or two)
+    // at the plateau where p settled (the climb may overshoot it for a few rounds)
     let top = *p.iter().max().unwrap() as f64;
     assert!(shares.iter().all(|s| *s <= top + 1.0), "{shares:?}");
     let plateau = settled as f64;

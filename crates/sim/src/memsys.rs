@@ -68,8 +68,8 @@ pub struct MemSys {
     write_slots: Vec<Vec<u16>>,
     /// The link bytes per slot of one line read from CPU node s of memory node d, and of one
     /// line written back: the coherence protocol's messages (numalab_machine::coherence).
-    /// Empty for a pair whose transfers cross no link (a local one, unless probes are
-    /// broadcast).
+    /// Empty for a pair whose transfers cross no link (a local one, unless the protocol
+    /// broadcasts probes or snoops: `ht-broadcast`, `qpi-snoop`).
     read_wire: Vec<Vec<(u16, f64)>>,
     write_wire: Vec<Vec<(u16, f64)>>,
     /// The slots of `read_wire[i]` and `write_wire[i]`, each once.
@@ -282,8 +282,8 @@ impl MemSys {
         self.epoch_reads[i] += 1;
         if !self.read_wire[i].is_empty() {
             // the links' bytes stay a running f64 sum in access order (as before, so that
-            // results do not change); a local read crosses no link unless probes are
-            // broadcast
+            // results do not change); a local read crosses no link unless probes or snoops
+            // are broadcast
             self.read_links(i);
         }
     }

@@ -122,10 +122,11 @@ fn local_data_and_machines_without_a_directory_never_pay_it() {
 
 #[test]
 fn directory_writes_slow_remote_streams_bound_by_the_home_controller() {
-    // Broadwell-EP (65 GB/s controller, 31 GB/s QPI): 22 threads of node 0 storing to node 1
-    // are bound by the link without a directory (RFOs: 64 B × 1.1 on 31 GB/s per line) and
-    // by node 1's controller with one (RFO + write-back + directory write: 3 × 64 B on
-    // 65 GB/s per line), about 1.3 × longer.
+    // Broadwell-EP (65 GB/s controller, QPI at 34.875 GB/s of flits): 22 threads of node 0
+    // storing to node 1 are bound by the link without a directory (per line, 0 → 1 carries
+    // the RFO's 8 B request and the 80 B write-back, 1 → 0 the RFO's 72 B of data and the
+    // write-back's 8 B completion) and by node 1's controller with one (RFO + write-back +
+    // directory write: 3 × 64 B on 65 GB/s per line), about 1.3 × longer.
     let mut m = numalab_machine::preset("xeon-e5-2699v4-2n").unwrap();
     let with = passes(&m, 22, 1, AccessKind::Write, 2);
     m.memory_directory = false;
