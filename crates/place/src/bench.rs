@@ -63,9 +63,14 @@ fn count_on(status: &[PageStatus], node: NodeId) -> usize {
 
 /// Move again, at most [`BUSY_RETRIES`] times, the pages move_pages found busy (-EBUSY: the
 /// page could not be isolated from its LRU list, e.g. while it still sat in a CPU's LRU
-/// batch after the previous round, or was locked), updating their entries of `status`. The
-/// kernel's own migrate_pages retries its transient failures ten times; a user of move_pages
-/// must retry its -EBUSY pages itself. The retries are part of the timed move.
+/// batch after the previous round, or was locked) or not present (-ENOENT), updating their
+/// entries of `status`. The kernel's own migrate_pages retries its transient failures ten
+/// times; a user of move_pages must retry its -EBUSY pages itself. Every page of the buffer
+/// was written, so -ENOENT is transient too: on Linux 6.1 in the test VM, where automatic
+/// NUMA balancing is on by default, a page the scanner has just made inaccessible (a NUMA
+/// hinting PTE) came back as not present (1024 of 4095 moved, the rest -ENOENT); reading a
+/// byte of it takes the hinting fault that maps it again. The retries are part of the timed
+/// move.
 fn retry_busy(
     pages: &[usize],
     dest: NodeId,
@@ -74,10 +79,17 @@ fn retry_busy(
 ) -> Result<(), BenchError> {
     for _ in 0..BUSY_RETRIES {
         let busy: Vec<usize> = (0..pages.len())
-            .filter(|&i| status[i] == PageStatus::Busy)
+            .filter(|&i| matches!(status[i], PageStatus::Busy | PageStatus::NotPresent))
             .collect();
         if busy.is_empty() {
             break;
+        }
+        for &i in &busy {
+            if status[i] == PageStatus::NotPresent {
+                // SAFETY: `pages` are whole pages inside the caller's live, initialised
+                // buffer; a volatile read of one byte only faults the page back in.
+                unsafe { std::ptr::read_volatile(pages[i] as *const u8) };
+            }
         }
         let again: Vec<usize> = busy.iter().map(|&i| pages[i]).collect();
         let rep = numalab_linux::syscalls::move_pages_to(Pid::SELF, &again, dest, opts)?;
