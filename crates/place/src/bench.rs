@@ -66,10 +66,10 @@ fn count_on(status: &[PageStatus], node: NodeId) -> usize {
 /// batch after the previous round, or was locked) or not present (-ENOENT), updating their
 /// entries of `status`. The kernel's own migrate_pages retries its transient failures ten
 /// times; a user of move_pages must retry its -EBUSY pages itself. Every page of the buffer
-/// was written, so -ENOENT is transient too: on Linux 6.1 in the test VM, where automatic
-/// NUMA balancing is on by default, a page the scanner has just made inaccessible (a NUMA
-/// hinting PTE) came back as not present (1024 of 4095 moved, the rest -ENOENT); reading a
-/// byte of it takes the hinting fault that maps it again. The retries are part of the timed
+/// was written, so -ENOENT is transient too: on Linux 6.1 in the test VM (1024 of 4095
+/// moved once, the rest -ENOENT). The likely cause, not confirmed: automatic NUMA balancing,
+/// on by default there, had just made those pages inaccessible (NUMA hinting PTEs). Reading a
+/// byte of such a page takes the fault that maps it again. The retries are part of the timed
 /// move.
 fn retry_busy(
     pages: &[usize],
