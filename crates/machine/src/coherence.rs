@@ -216,23 +216,15 @@ impl Machine {
             send(&mut w, routes.route(s, d), bytes, false);
             return w;
         }
-        if self.coherence.is_qpi() {
-            send(
-                &mut w,
-                routes.route(s, d),
-                QPI_FLIT_BYTES + QPI_DATA_BYTES,
-                false,
-            );
-            send(&mut w, routes.route(d, s), QPI_FLIT_BYTES, false);
-            return w;
-        }
-        send(
-            &mut w,
-            routes.route(s, d),
-            HT_COMMAND_BYTES + LINE_BYTES,
-            true,
-        );
-        send(&mut w, routes.route(d, s), HT_RESPONSE_BYTES, true);
+        // the line with its command, then the completion back; HyperTransport returns a NOP
+        // for every packet, QPI's credits ride inside the flits
+        let (line, done, nops) = if self.coherence.is_qpi() {
+            (QPI_FLIT_BYTES + QPI_DATA_BYTES, QPI_FLIT_BYTES, false)
+        } else {
+            (HT_COMMAND_BYTES + LINE_BYTES, HT_RESPONSE_BYTES, true)
+        };
+        send(&mut w, routes.route(s, d), line, nops);
+        send(&mut w, routes.route(d, s), done, nops);
         w
     }
 
