@@ -362,6 +362,23 @@ fn os_figures(m: &Measurements, f: &mut Fit) {
     fault("fault_4k_ns", "4 KiB", &m.fault_4k);
     fault("fault_2m_ns", "2 MiB", &m.fault_2m);
     fault("fault_1g_ns", "1 GiB", &m.fault_1g);
+    match &m.fault_file_4k {
+        crate::oscosts::Measured::Value(c) => f.os.push((
+            "fault_file_4k_ns",
+            Figure {
+                value: c.ns,
+                how: format!(
+                    "read faults on a cached file mapped MAP_PRIVATE, one read per 64 KiB ({} faults), median of {} run{}: trap, page-cache lookup and mapping (the 16-page fault-around window from Linux 3.15)",
+                    c.pages,
+                    c.runs,
+                    if c.runs == 1 { "" } else { "s" }
+                ),
+            },
+        )),
+        crate::oscosts::Measured::Skipped { skipped: why } => {
+            skipped.push(format!("fault_file_4k_ns: {why}"))
+        }
+    }
     match &m.move_pages {
         crate::oscosts::Measured::Value(c) => {
             // Two points, t(1 page) and t(n pages), give the cost per page and per call.

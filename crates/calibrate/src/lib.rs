@@ -139,6 +139,8 @@ pub struct Measurements {
     pub fault_4k: Measured<FaultCost>,
     pub fault_2m: Measured<FaultCost>,
     pub fault_1g: Measured<FaultCost>,
+    /// Read faults on a cached file, one per 64 KiB window (`fault_file_4k_ns`).
+    pub fault_file_4k: Measured<FaultCost>,
     pub move_pages: Measured<MovePagesCost>,
 }
 
@@ -218,7 +220,7 @@ fn nearest_cpu_node(m: &Machine, nodes: &[NodeUsed], node: usize) -> Option<usiz
 fn plan_steps(nodes: &[NodeUsed], opts: &Options) -> u64 {
     let cpu_nodes = nodes.iter().filter(|n| !n.cpus.is_empty()).count() as u64;
     let mem_nodes = nodes.iter().filter(|n| n.memory_allowed).count() as u64;
-    mem_nodes * (1 + 2 * cpu_nodes + opts.delays.len() as u64) + 1 + 4
+    mem_nodes * (1 + 2 * cpu_nodes + opts.delays.len() as u64) + 1 + 5
 }
 
 /// Run every measurement on this host, whose topology `m` describes (nodes, CPUs, distances;
@@ -293,6 +295,8 @@ pub fn measure(
     let fault_2m = faults(oscosts::fault_2m)?;
     progress.step("first-touch fault of a 1 GiB page");
     let fault_1g = oscosts::fault_1g(cpu, os_node)?;
+    progress.step("read faults on a cached file");
+    let fault_file_4k = oscosts::fault_file_4k(cpu, opts.fault_bytes, opts.runs)?;
     progress.step("move_pages");
     let target = (0..n)
         .filter(|&t| t != home && nodes[t].memory_allowed && m.topology.nodes[t].mem_bytes > 0)
@@ -322,6 +326,7 @@ pub fn measure(
         fault_4k,
         fault_2m,
         fault_1g,
+        fault_file_4k,
         move_pages,
     })
 }

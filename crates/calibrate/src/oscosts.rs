@@ -109,6 +109,88 @@ fn first_touch(
     })
 }
 
+/// Linux 3.15's `fault_around_bytes` default: one read fault maps this much of a cached file.
+const FAULT_AROUND_BYTES: usize = 64 << 10;
+
+/// Read faults on a file in the page cache, as `fault_file_4k_ns` means them: a temporary file
+/// of `bytes` written by a thread on `cpu` (so its pages are cached on that thread's node),
+/// mapped MAP_PRIVATE and read at one byte per 64 KiB, the fault-around window from Linux
+/// 3.15 (a fault there maps the window's 16 pages; before, one page a fault). The time per
+/// read is the fault's.
+pub fn fault_file_4k(
+    cpu: u32,
+    bytes: usize,
+    runs: usize,
+) -> Result<Measured<FaultCost>, CalibrateError> {
+    use std::io::Write;
+    let bytes = bytes.max(FAULT_AROUND_BYTES) / FAULT_AROUND_BYTES * FAULT_AROUND_BYTES;
+    let os = |what: &str| {
+        let what = what.to_string();
+        move |err| CalibrateError::Os { what, err }
+    };
+    on_cpu(cpu, || {
+        // unlinked as soon as it is open: gone when its handle closes, whatever happens here
+        let path = std::env::temp_dir().join(format!(
+            "numalab-calibrate-file-faults-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
+        ));
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(os(&format!("creating {}", path.display())))?;
+        std::fs::remove_file(&path).map_err(os(&format!("unlinking {}", path.display())))?;
+        let chunk = vec![1u8; 1 << 20];
+        let mut left = bytes;
+        while left > 0 {
+            let n = left.min(chunk.len());
+            file.write_all(&chunk[..n])
+                .map_err(os("writing the temporary file for the file faults"))?;
+            left -= n;
+        }
+        file.flush().map_err(os("writing the temporary file"))?;
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+        let windows = bytes / FAULT_AROUND_BYTES;
+        let mut v = Vec::new();
+        for _ in 0..runs.max(1) {
+            // SAFETY: a fresh private mapping of the file, `bytes` long, unmapped below.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    bytes,
+                    libc::PROT_READ,
+                    libc::MAP_PRIVATE,
+                    fd,
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                return Err(CalibrateError::Os {
+                    what: "mapping the temporary file".into(),
+                    err: std::io::Error::last_os_error(),
+                });
+            }
+            let t = Instant::now();
+            for w in 0..windows {
+                // SAFETY: inside the mapping.
+                unsafe { std::ptr::read_volatile((p as *const u8).add(w * FAULT_AROUND_BYTES)) };
+            }
+            v.push(t.elapsed().as_nanos() as f64 / windows as f64);
+            // SAFETY: the mapping made above.
+            unsafe { libc::munmap(p, bytes) };
+        }
+        Ok(Measured::Value(FaultCost {
+            ns: median(&mut v),
+            pages: windows,
+            runs: runs.max(1),
+        }))
+    })
+}
+
 const GIB: usize = 1 << 30;
 const HUGETLB_1G: &str = "/sys/kernel/mm/hugepages/hugepages-1048576kB";
 

@@ -81,6 +81,7 @@ fn measured_on(m: &Machine) -> Measurements {
         fault_4k: fault(os.fault_4k_ns),
         fault_2m: fault(os.fault_2m_ns),
         fault_1g: Measured::skipped("no free 1 GiB page"),
+        fault_file_4k: fault(os.fault_file_4k_ns),
         move_pages: Measured::Value(MovePagesCost {
             from_node: 0,
             to_node: 1,
@@ -144,6 +145,12 @@ fn round_trip(base: &Machine, base_ref: &str) -> (Machine, String) {
     );
     close(c.os.fault_4k_ns, base.os.fault_4k_ns, 0.06, "fault_4k_ns");
     close(c.os.fault_2m_ns, base.os.fault_2m_ns, 0.06, "fault_2m_ns");
+    close(
+        c.os.fault_file_4k_ns,
+        base.os.fault_file_4k_ns,
+        0.06,
+        "fault_file_4k_ns",
+    );
     close(
         c.os.move_pages_base_ns,
         base.os.move_pages_base_ns,

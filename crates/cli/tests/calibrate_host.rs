@@ -84,6 +84,9 @@ fn a_quick_calibration_writes_a_machine_that_loads_and_holds_what_was_measured()
     let b00 = bw[0][0].as_f64().unwrap();
     assert!(b00 > 0.01 && b00 < 2000.0, "bandwidth {b00} GB/s");
     assert!(m["fault_4k"]["ns"].as_f64().unwrap() > 0.0);
+    // a read fault on a cached file allocates and clears nothing: cheaper than a first touch
+    let file_ns = m["fault_file_4k"]["ns"].as_f64().unwrap();
+    assert!(file_ns > 0.0 && file_ns < m["fault_4k"]["ns"].as_f64().unwrap());
 
     // The machine loads as `sim --machine` loads it, with the measured figures in it.
     let shown = numalab(&["machine", "show", "--json", out_path.to_str().unwrap()]);
@@ -108,6 +111,7 @@ fn a_quick_calibration_writes_a_machine_that_loads_and_holds_what_was_measured()
         "idle_local_ns =",
         "ctrl_peak_gbps =",
         "fault_4k_ns =",
+        "fault_file_4k_ns =",
         "concurrency_lines =",
     ] {
         let i = lines

@@ -143,6 +143,16 @@ pub trait AddressSpace {
     /// is built; [`refused`](Self::refused) says so at once.
     fn mmap(&mut self, task: TaskId, name: &str, bytes: u64, opts: MapOptions) -> u64;
 
+    /// Map `bytes` of a file that is already in the page cache, MAP_PRIVATE, as a program
+    /// mmaps its input (Metis' `mmap(fd, PROT_READ | PROT_WRITE, MAP_PRIVATE)`). The file was
+    /// read before the run by the task's first thread, so its pages sit where that thread's
+    /// node and the task policy put them; they are 4 KiB pages whatever THP and hugetlb say
+    /// (Linux maps regular files' page cache with base pages), and a first access is a
+    /// minor fault that maps the cached page: no allocation, no zeroing. The program only
+    /// reads it: the model has no copy-on-write, so a workload must not write a file
+    /// mapping. Returns its start address (2 MiB aligned).
+    fn mmap_file(&mut self, task: TaskId, name: &str, bytes: u64) -> u64;
+
     /// Whether a mapping was refused: a workload checks it before preparing host-side data
     /// sized by its mappings (a pointer chase's permutation), which the run will not use.
     fn refused(&self) -> bool {

@@ -450,6 +450,7 @@ pub(crate) fn check(m: &Machine) -> Result<(), Problem> {
         ("os.fault_4k_ns", o.fault_4k_ns),
         ("os.fault_2m_ns", o.fault_2m_ns),
         ("os.fault_1g_ns", o.fault_1g_ns),
+        ("os.fault_file_4k_ns", o.fault_file_4k_ns),
         ("os.move_pages_base_ns", o.move_pages_base_ns),
         ("os.migrate_pages_base_ns", o.migrate_pages_base_ns),
         ("os.split_ns", o.split_ns),

@@ -113,6 +113,8 @@ struct Params {
     walk_base_ns: f64,
     inv_ghz: f64,
     fault_ns: [f64; 3],
+    /// A read fault on a cached file page (os/page_cache.rs).
+    fault_file_ns: f64,
     sample_ns: f64,
     kernel_copy_bytes_per_ns: f64,
     /// A huge folio migrated whole (`OsCosts::thp_migrate_mbps`); 0: at the base-page rates.
@@ -464,6 +466,10 @@ impl AddressSpace for BuildSpace<'_> {
         )
     }
 
+    fn mmap_file(&mut self, task: TaskId, name: &str, bytes: u64) -> u64 {
+        self.os.mmap_file(task, name, bytes)
+    }
+
     fn refused(&self) -> bool {
         self.os.map_refused.is_some()
     }
@@ -593,6 +599,15 @@ impl Simulator {
                 }
             })
             .collect();
+        // each task's mapped files were read into the page cache by its first thread
+        // (os/page_cache.rs)
+        os.set_fault_around(machine.os.linux_at_least(3, 15));
+        let mut read = std::collections::BTreeSet::new();
+        for t in &threads {
+            if read.insert(t.task) {
+                os.populate_page_cache(t.task, NodeId(t.node as u16))?;
+            }
+        }
         // a node without an LLC gets a one-line cache
         let llc_shape =
             |h: &numalab_machine::NodeHw| h.llc.as_ref().map_or((64, 1), |g| (g.bytes, g.ways));
@@ -626,6 +641,7 @@ impl Simulator {
             walk_base_ns: c.tlb.walk_base_ns,
             inv_ghz: 1.0 / c.ghz,
             fault_ns: [os_c.fault_4k_ns, os_c.fault_2m_ns, os_c.fault_1g_ns],
+            fault_file_ns: os_c.fault_file_4k_ns,
             sample_ns: os_c.sample_ns,
             kernel_copy_bytes_per_ns: os_c.kernel_copy_mbps * 1e-3,
             thp_migrate_bytes_per_ns: os_c.thp_migrate_mbps * 1e-3,
@@ -2860,6 +2876,14 @@ fn slow_path_after_wait(
     let local = NodeId(th.node as u16);
     if !pte.present() {
         let f = sh.os.fault(th.task, addr, local)?;
+        if f.file {
+            // a page-cache page mapped: no allocation, no zeroing (os/page_cache.rs)
+            let ns = sh.p.fault_file_ns;
+            pass_mmap_lock(th, sh);
+            th.s.fault_ns += ns;
+            th.s.faults += 1;
+            return Ok(ns);
+        }
         let ns = take_fault(th, sh, f.node.index(), f.size);
         if f.local_rule {
             sh.os.mark_fresh(&f, th.id, th.clock, th.clock + ns);

@@ -15,6 +15,8 @@ pub struct Mapping {
     pub start: u64,
     pub bytes: u64,
     pub opts: MapOptions,
+    /// A file in the page cache ([`AddressSpace::mmap_file`]), not anonymous memory.
+    pub file: bool,
 }
 
 /// Hands out addresses upwards, 2 MiB aligned (1 GiB for 1G hugetlb), with a guard gap between
@@ -74,7 +76,16 @@ impl AddressSpace for BumpSpace {
             start,
             bytes,
             opts,
+            file: false,
         });
+        start
+    }
+
+    fn mmap_file(&mut self, task: TaskId, name: &str, bytes: u64) -> u64 {
+        let start = self.mmap(task, name, bytes, MapOptions::default());
+        if let Some(m) = self.mappings.last_mut() {
+            m.file = true;
+        }
         start
     }
 
@@ -98,6 +109,7 @@ impl AddressSpace for BumpSpace {
                 start: base + o,
                 bytes: a.bytes,
                 opts: opts.clone(),
+                file: false,
             });
         }
         offsets.into_iter().map(|o| base + o).collect()

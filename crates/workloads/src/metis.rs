@@ -3,8 +3,11 @@
 //!
 //! * **input**: a text of `input` bytes, words of [`WORD_BYTES`] drawn from a Zipf-like
 //!   vocabulary of `vocab` words (word = ⌊vocab^u⌋ − 1 for a seeded uniform u, so P(word) ∝
-//!   1/(word+1)). `metis-wc` and `metis-wr` read it from a file and `metis-wrmem` generates it,
-//!   in both cases by the master: all input pages on its node.
+//!   1/(word+1)). `metis-wc` and `metis-wr` mmap a file (wc.c, wr.c: `mmap(..., MAP_PRIVATE,
+//!   fd, 0)`) that is already in the page cache, read before the run on the master's node
+//!   ([`AddressSpace::mmap_file`]): the mappers read their splits there, each 4 KiB page
+//!   mapped by a minor fault at its first read, never a huge page. `metis-wrmem` generates
+//!   its input in memory: the master writes it all (phase `input`), first touch on its node.
 //! * **map**: splits of `split` bytes taken from the task queue (`schedule(dynamic)`-like,
 //!   [`crate::kernel::dynamic_schedule`]). A map thread streams its split and, per word, looks
 //!   the word up in its own row of the T × T partition matrix: a bucket read, a dependent read
@@ -396,7 +399,13 @@ impl Workload for Metis {
         let arena_bytes = (nodes_bytes + blocks_bytes).div_ceil(4096) * 4096;
         let bucket_row_bytes = (nt * self.buckets * 8).div_ceil(4096) * 4096;
         let maps = Maps {
-            input: mem.mmap(task, "metis.input", self.input, o()),
+            // wc.c and wr.c mmap the file (MAP_PRIVATE) and the mappers read it there;
+            // wrmem generates it in a malloc'd buffer
+            input: if self.app == App::WrMem {
+                mem.mmap(task, "metis.input", self.input, o())
+            } else {
+                mem.mmap_file(task, "metis.input", self.input)
+            },
             buckets: mem.mmap(task, "metis.buckets", nt * bucket_row_bytes, o()),
             bucket_row_bytes,
             arena: mem.mmap(task, "metis.arena", nt * arena_bytes, o()),
@@ -409,17 +418,18 @@ impl Workload for Metis {
         (0..self.threads)
             .map(|t| {
                 let mut s = Script::new(PHASES);
-                s.phase(PHASE_INPUT);
-                if t == 0 {
-                    // read(2) into the buffer, or wrmem's generator: the master writes it all
-                    let per_byte = if self.app == App::WrMem { 4 } else { 1 };
-                    s.streams(
-                        &[Span::covering(maps.input, 0, self.input, AccessKind::Write)],
-                        self.input * per_byte,
-                        self.input * per_byte,
-                    );
+                if self.app == App::WrMem {
+                    // wrmem's generator: the master writes the whole input
+                    s.phase(PHASE_INPUT);
+                    if t == 0 {
+                        s.streams(
+                            &[Span::covering(maps.input, 0, self.input, AccessKind::Write)],
+                            self.input * 4,
+                            self.input * 4,
+                        );
+                    }
+                    s.barrier();
                 }
-                s.barrier();
                 s.phase(PHASE_MAP);
                 // the thread's row of bucket arrays is allocated and cleared by it
                 s.streams(

@@ -256,6 +256,11 @@ impl AddressSpace for Shifted<'_> {
         self.inner.mmap(t, name, bytes, opts)
     }
 
+    fn mmap_file(&mut self, task: TaskId, name: &str, bytes: u64) -> u64 {
+        let t = self.task(task);
+        self.inner.mmap_file(t, name, bytes)
+    }
+
     fn mmap_static(
         &mut self,
         task: TaskId,

@@ -1032,11 +1032,22 @@ fn metis_wc_counts_every_word_and_reduces_each_distinct_word_once() {
     let out = space.by_name("metis.out").unwrap();
     let arena = space.by_name("metis.arena").unwrap();
     let input = space.by_name("metis.input").unwrap();
+    assert!(
+        input.file,
+        "wc.c mmaps its input file: the page cache, not fresh memory"
+    );
     let mut out_writes = 0;
     let mut remote_arena_reads = 0;
     let arena_per_thread = arena.bytes / threads as u64;
     for (t, s) in specs.iter_mut().enumerate() {
         let ops = drain(s);
+        // nobody writes the file: no master phase reading it into a buffer
+        assert!(!ops.iter().any(|op| matches!(op,
+            Op::Access { addr, kind: AccessKind::Write } if (input.start..input.start + input.bytes).contains(addr))));
+        assert!(
+            !ops.iter().any(|op| matches!(op, Op::Phase { id: 0 })),
+            "no input phase"
+        );
         for op in phase_ops(&ops, PHASE_REDUCE) {
             if let Op::Access { addr, kind } = op {
                 if (out.start..out.start + out.bytes).contains(&addr) && kind == AccessKind::Write {
@@ -1098,6 +1109,10 @@ fn metis_wr_appends_every_position_and_master_owns_the_input() {
     let arena_writes: u64 = sums.iter().map(|(_, s)| s.writes).sum();
     assert!(arena_writes >= words, "{arena_writes}");
     assert!(space.by_name("metis.arena").is_some());
+    assert!(
+        !space.by_name("metis.input").unwrap().file,
+        "wrmem generates its input in memory"
+    );
     for (_, s) in &sums {
         assert_eq!(s.phases, vec![0, 1, 2, 3]);
     }

@@ -12,6 +12,7 @@ pub mod migration_entry;
 pub mod mmap_lock;
 pub mod next_touch;
 pub mod numa_balancing;
+pub mod page_cache;
 pub mod pagetable;
 pub mod pt_pages;
 pub mod thp_split_ext;
@@ -68,6 +69,9 @@ pub struct Region {
     pub pstate: PolicyState,
     pub thp_advice: Option<bool>,
     pub hugetlb: Option<PageSize>,
+    /// A file in the page cache mapped MAP_PRIVATE (`mmap_file`): its pages exist before
+    /// the run (`populate_page_cache`) and a fault maps them (`map_cached`).
+    pub file: bool,
 }
 
 impl Region {
@@ -185,6 +189,9 @@ pub struct Fault {
     pub local_rule: bool,
     /// A hugetlbfs page: faults on it serialise on the fault mutex (first_touch.rs).
     pub hugetlb: bool,
+    /// A read fault that mapped a page already in the page cache (page_cache.rs): nothing
+    /// allocated or cleared.
+    pub file: bool,
 }
 
 /// Bytes copied from one node to another: (from node index, to node index, bytes).
@@ -252,6 +259,9 @@ pub struct Os {
     pub map_refused: Option<OsError>,
     /// The node of each page-table page, set by the fault that allocated it (pt_pages.rs).
     pub pt_pages: pt_pages::PtPages,
+    /// Base pages a read fault on a cached file maps (page_cache.rs): 16 with Linux 3.15's
+    /// fault-around, 1 before (`set_fault_around`).
+    pub fault_around_pages: u64,
 }
 
 /// Uniform draws below their argument from a 64-bit LCG seeded with `seed` (Knuth's MMIX
@@ -294,6 +304,7 @@ impl Os {
             heaps: Vec::new(),
             map_refused: None,
             pt_pages: pt_pages::PtPages::default(),
+            fault_around_pages: 1,
         }
     }
 
@@ -375,7 +386,22 @@ impl Os {
             pstate: PolicyState::default(),
             thp_advice,
             hugetlb,
+            file: false,
         });
+        start
+    }
+
+    /// mmap of a file already in the page cache, MAP_PRIVATE and only read (page_cache.rs):
+    /// 4 KiB pages whatever THP or the hugetlbfs heap say, placed before the run by
+    /// `populate_page_cache`.
+    pub fn mmap_file(&mut self, task: TaskId, name: &str, bytes: u64) -> u64 {
+        // a file is never carved from the hugetlbfs heap: that heap is malloc's
+        let heap = self.hugetlb_heap.take();
+        let start = self.mmap(task, name, bytes, None, None, None);
+        self.hugetlb_heap = heap;
+        if let Some(r) = self.regions.last_mut().filter(|r| r.start == start) {
+            r.file = true;
+        }
         start
     }
 
@@ -424,6 +450,7 @@ impl Os {
                     pstate: PolicyState::default(),
                     thp_advice: None,
                     hugetlb: Some(size),
+                    file: false,
                 });
                 (self.regions.len() - 1, start)
             }
@@ -465,7 +492,10 @@ impl Os {
             ThpMode::Madvise => r.thp_advice == Some(true),
             ThpMode::Always => r.thp_advice != Some(false),
         };
+        // Linux maps a regular file's page cache with base pages (before 5.4 always; since,
+        // khugepaged collapses only executable text: CONFIG_READ_ONLY_THP_FOR_FS)
         r.hugetlb.is_none()
+            && !r.file
             && mode_allows
             && huge_start >= r.start
             && huge_start + PageSize::Huge2M.bytes() <= r.end()
@@ -487,6 +517,9 @@ impl Os {
             .region_index(addr)
             .filter(|&i| self.regions[i].task == task)
             .ok_or(OsError::Segfault { task: task.0, addr })?;
+        if self.regions[ri].file && self.pt.get(addr).cached() {
+            return Ok(self.map_cached(ri, addr, local));
+        }
         let mut size = self.regions[ri].hugetlb.unwrap_or(PageSize::Base4K);
         let huge_start = PageSize::Huge2M.align_down(addr);
         let want_thp = size == PageSize::Base4K && self.thp_eligible(&self.regions[ri], huge_start);
@@ -639,6 +672,7 @@ impl Os {
             node,
             local_rule: policy_is_local,
             hugetlb: self.regions[ri].hugetlb.is_some(),
+            file: false,
         })
     }
 

@@ -27,6 +27,9 @@ const FRESH: u32 = 1 << 23;
 /// Being migrated (os/migration_entry.rs): the kernel's migration entry, an access waits in
 /// the fault handler until the copy is done.
 const MIGRATING: u32 = 1 << 24;
+/// A page of a file in the page cache, on the entry's node, not yet mapped (page_cache.rs):
+/// a fault maps it. Never with PRESENT.
+const CACHED: u32 = 1 << 25;
 /// Flags that send a reference to the slow path (with PRESENT clear).
 const SLOW: u32 = PRESENT | NEXT_TOUCH | PROT_NONE | USER_NEXT_TOUCH | LAZY | FRESH | MIGRATING;
 
@@ -76,6 +79,11 @@ impl Pte {
     #[inline]
     pub fn moves_on_touch(self) -> bool {
         self.0 & (USER_NEXT_TOUCH | LAZY) != 0
+    }
+    /// A page-cache page waiting to be mapped (os/page_cache.rs).
+    #[inline]
+    pub fn cached(self) -> bool {
+        self.0 & CACHED != 0
     }
     /// First touched in the current epoch (os/first_touch.rs).
     #[inline]
@@ -158,6 +166,11 @@ impl PageTable {
         let i = Self::index(start);
         let pte = Pte::mapped(node, size);
         self.entries[i..i + size.base_pages() as usize].fill(pte);
+    }
+
+    /// A 4 KiB page of a file, in the page cache on `node` but not mapped (page_cache.rs).
+    pub fn set_cached(&mut self, addr: u64, node: NodeId) {
+        self.entries[Self::index(addr)] = Pte(node.0 as u32 | CACHED);
     }
 
     pub fn unmap(&mut self, start: u64, size: PageSize) {

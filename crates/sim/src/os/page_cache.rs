@@ -1,0 +1,97 @@
+//! Files in the page cache, mapped MAP_PRIVATE and read (docs/model.md, "Page cache").
+//!
+//! A program that mmaps its input (Metis' wc and wr) finds the file's pages already in
+//! memory: whoever read the file before the run put them on its node. The model places them
+//! when the run starts, as the task's first thread would have read them (the task policy
+//! from that thread's node, `populate_page_cache`), and keeps them unmapped (`Pte::cached`)
+//! until a thread touches one. That fault (`map_cached`) allocates and clears nothing: it
+//! maps the cached page, 4 KiB whatever THP says, and from Linux 3.15 the cached pages
+//! around it in the same fault (`do_fault_around`, `fault_around_bytes` = 64 KiB, the
+//! 16-page window aligned on its size, clipped to the mapping).
+
+use super::mempolicy::{place, PlaceCtx};
+use super::{draws, Fault, Os, OsError};
+use numalab_core::{NodeId, PageSize, TaskId};
+
+/// Linux 3.15's `fault_around_bytes` default, in base pages.
+pub const FAULT_AROUND_PAGES: u64 = 16;
+
+impl Os {
+    /// Follow the modelled kernel: fault-around from Linux 3.15 (commit 8c6e50b0290c).
+    pub fn set_fault_around(&mut self, linux_3_15_or_later: bool) {
+        self.fault_around_pages = if linux_3_15_or_later {
+            FAULT_AROUND_PAGES
+        } else {
+            1
+        };
+    }
+
+    /// Read `task`'s mapped files into the page cache from a CPU of `reader`: every 4 KiB
+    /// page placed by the task policy as a read(2) there would place it, falling back along
+    /// the policy's node order where a node is full. Files already read are left alone.
+    pub fn populate_page_cache(&mut self, task: TaskId, reader: NodeId) -> Result<(), OsError> {
+        for ri in 0..self.regions.len() {
+            let r = &self.regions[ri];
+            if !r.file || r.task != task || self.pt.get(r.start).cached() {
+                continue;
+            }
+            let (start, end, name) = (r.start, r.end(), r.name.clone());
+            self.task_mut(task);
+            for addr in (start..end).step_by(4096) {
+                let mut rand = draws(self.next_rand());
+                let ctx = PlaceCtx {
+                    topo: &self.topo,
+                    zonelists: &self.zonelists,
+                    local: reader,
+                    vma_offset: None,
+                    units: 1,
+                };
+                let t = &mut self.tasks[task.index()];
+                let placement = place(&t.policy, &mut t.pstate, &ctx, &mut rand);
+                let node = placement
+                    .order
+                    .iter()
+                    .copied()
+                    .find(|n| self.free_pages[n.index()] > 0)
+                    .ok_or_else(|| OsError::Oom {
+                        what: format!("the page cache of file mapping '{name}'"),
+                        need_pages: (end - addr) >> 12,
+                        total_gib: self.topo.total_mem_bytes() as f64 / (1u64 << 30) as f64,
+                    })?;
+                self.free_pages[node.index()] -= 1;
+                self.pt.set_cached(addr, node);
+            }
+        }
+        Ok(())
+    }
+
+    /// A read fault at `addr` (a cached page) in the file mapping `ri` by a CPU of `local`:
+    /// map it, and with fault-around the cached pages of its window that are not mapped yet.
+    pub(super) fn map_cached(&mut self, ri: usize, addr: u64, local: NodeId) -> Fault {
+        let page = PageSize::Base4K.align_down(addr);
+        let window = self.fault_around_pages * 4096;
+        let r = &self.regions[ri];
+        let lo = (page / window * window).max(r.start);
+        let hi = (lo + window).min(r.end());
+        let task = r.task;
+        for a in (lo..hi).step_by(4096) {
+            let pte = self.pt.get(a);
+            if pte.cached() {
+                self.pt.map(a, PageSize::Base4K, NodeId(pte.node() as u16));
+            }
+        }
+        if self.pt_pages.node(page, PageSize::Base4K).is_none() {
+            let table_node = self.table_node(task, local);
+            self.pt_pages.fault(page, PageSize::Base4K, table_node);
+        }
+        self.vm.pgfault_4k += 1;
+        Fault {
+            folio_start: page,
+            size: PageSize::Base4K,
+            node: NodeId(self.pt.get(page).node() as u16),
+            local_rule: false,
+            hugetlb: false,
+            file: true,
+        }
+    }
+}
