@@ -7,7 +7,12 @@
 //!   fd, 0)`) that is already in the page cache, read before the run on the master's node
 //!   ([`AddressSpace::mmap_file`]): the mappers read their splits there, each 4 KiB page
 //!   mapped by a minor fault at its first read, never a huge page. `metis-wrmem` generates
-//!   its input in memory: the master writes it all (phase `input`), first touch on its node.
+//!   its input in memory: the master writes it all (phase `setup`), first touch on its node.
+//! * **setup** (the master, before the workers start: `mr_setup`): besides wrmem's input, the
+//!   T rows of map buckets, each `malloc`'d and every bucket initialised by the master
+//!   (`kvst_init` → `mbm_mbks_init` in Metis' bucket managers), so the whole matrix is first
+//!   touched on the master's node. Left out: Metis' sampling run over 5 % of the splits
+//!   (`mr_sample`), which sizes the reduce side and whose results the workers rehash.
 //! * **map**: splits of `split` bytes taken from the task queue (`schedule(dynamic)`-like,
 //!   [`crate::kernel::dynamic_schedule`]). A map thread streams its split and, per word, looks
 //!   the word up in its own row of the T × T partition matrix: a bucket read, a dependent read
@@ -35,15 +40,17 @@ pub const KEYS: &[&str] = &["input", "vocab", "split", "buckets", "seed"];
 pub const WC: &str = "metis-wc";
 pub const WR: &str = "metis-wr";
 pub const WRMEM: &str = "metis-wrmem";
-pub const DESCRIPTION_WC: &str = "Metis word count: master-read input, map splits from a task queue into per-thread hash tables (combining counts), column-wise reduce, merge sort (§4.4). \
-keys: input=bytes of text (1G, E), vocab=distinct words (1000000, E), split=bytes per map task (1M, E), buckets=hash buckets per partition cell (1024, E), seed=1";
+pub const DESCRIPTION_WC: &str = "Metis word count: input mmapped from the page cache, map splits from a task queue into per-thread hash tables (combining counts), column-wise reduce, merge sort (§4.4). \
+keys: input=bytes of text (1G, E), vocab=distinct words (1000000, E), split=bytes per map task (1M, E), buckets=hash buckets per partition cell (default: Metis' sizing, about 10 keys a bucket and at least 16 per thread), seed=1";
 pub const DESCRIPTION_WR: &str = "Metis inverted index (wr): as metis-wc but appending word positions to per-key value lists (§4.4). \
-keys: input=bytes of text (1G, E), vocab=distinct words (1000000, E), split=bytes per map task (1M, E), buckets=hash buckets per partition cell (1024, E), seed=1";
+keys: input=bytes of text (1G, E), vocab=distinct words (1000000, E), split=bytes per map task (1M, E), buckets=hash buckets per partition cell (default: Metis' sizing, about 10 keys a bucket and at least 16 per thread), seed=1";
 pub const DESCRIPTION_WRMEM: &str = "Metis wrmem: the inverted index over an input generated in memory by the master (§4.4). \
-keys: input=bytes of text (1G, E), vocab=distinct words (1000000, E), split=bytes per map task (1M, E), buckets=hash buckets per partition cell (1024, E), seed=1";
+keys: input=bytes of text (1G, E), vocab=distinct words (1000000, E), split=bytes per map task (1M, E), buckets=hash buckets per partition cell (default: Metis' sizing, about 10 keys a bucket and at least 16 per thread), seed=1";
 
-pub const PHASES: &[&str] = &["input", "map", "reduce", "merge"];
-pub const PHASE_INPUT: u16 = 0;
+/// `setup` is the master's work before the map workers start (`mr_setup`): wrmem's input,
+/// and the map side's bucket matrix.
+pub const PHASES: &[&str] = &["setup", "map", "reduce", "merge"];
+pub const PHASE_SETUP: u16 = 0;
 pub const PHASE_MAP: u16 = 1;
 pub const PHASE_REDUCE: u16 = 2;
 pub const PHASE_MERGE: u16 = 3;
@@ -78,6 +85,39 @@ impl App {
             App::WrMem => WRMEM,
         }
     }
+}
+
+/// Keys Metis wants in a map bucket (`nkeys_per_bkt`, lib/estimation.h).
+pub const KEYS_PER_BUCKET: u64 = 10;
+/// Reduce tasks per CPU at least (`def_gr_tasks_per_cpu`, lib/mr-sched.c).
+pub const TASKS_PER_CPU: u64 = 16;
+
+/// Buckets per partition cell as Metis sizes its map rows: `mr_setup` samples the map and
+/// takes `max(keys per mapper ÷ nkeys_per_bkt, 16 × CPUs)` reduce tasks (rounded up to a
+/// prime), which is also the number of buckets in every map thread's row; the model splits a
+/// row into `threads` cells. The keys per mapper are the distinct words expected among its
+/// `words ÷ threads` draws from the input's vocabulary (P(word k) = ln((k+2)/(k+1)) / ln V,
+/// the law of [`Metis::word`]), where Metis estimates them from its sample.
+pub fn metis_buckets_per_cell(words: u64, vocab: u64, threads: u64) -> u64 {
+    let threads = threads.max(1);
+    let draws = (words / threads) as f64;
+    let ln_v = (vocab.max(2) as f64).ln();
+    let keys: f64 = (0..vocab)
+        .map(|k| {
+            let p = ((k as f64 + 2.0) / (k as f64 + 1.0)).ln() / ln_v;
+            // 1 − (1 − p)^n, computed without cancellation for small p
+            -(draws * (-p).ln_1p()).exp_m1()
+        })
+        .sum();
+    let mut tasks = ((keys / KEYS_PER_BUCKET as f64).ceil() as u64).max(TASKS_PER_CPU * threads);
+    while !is_prime(tasks) {
+        tasks += 1;
+    }
+    tasks.div_ceil(threads)
+}
+
+fn is_prime(n: u64) -> bool {
+    n >= 2 && (2..).take_while(|q| q * q <= n).all(|q| !n.is_multiple_of(q))
 }
 
 #[derive(Clone, Debug)]
@@ -123,7 +163,11 @@ impl Metis {
         let input = p.size("input", 1 << 30)?;
         let vocab = p.uint_in("vocab", 1_000_000, 1, u32::MAX as u64)?;
         let split = p.size("split", 1 << 20)?;
-        let buckets = p.uint_in("buckets", 1024, 1, 1 << 24)?;
+        let buckets = if p.has("buckets") {
+            p.uint_in("buckets", 1, 1, 1 << 24)?
+        } else {
+            metis_buckets_per_cell(input / WORD_BYTES, vocab, threads as u64)
+        };
         let seed = p.uint("seed", 1)?;
         if input < WORD_BYTES || split < WORD_BYTES || input / split > u32::MAX as u64 {
             return Err(WorkloadError::Invalid {
@@ -225,7 +269,8 @@ impl Metis {
 #[derive(Copy, Clone, Debug)]
 struct Maps {
     input: u64,
-    /// Per thread: bucket arrays of its row of cells, then its arena.
+    /// Per map thread: its row of bucket arrays (first touched by the master), then its
+    /// arena.
     buckets: u64,
     bucket_row_bytes: u64,
     arena: u64,
@@ -418,30 +463,36 @@ impl Workload for Metis {
         (0..self.threads)
             .map(|t| {
                 let mut s = Script::new(PHASES);
-                if self.app == App::WrMem {
-                    // wrmem's generator: the master writes the whole input
-                    s.phase(PHASE_INPUT);
-                    if t == 0 {
+                s.phase(PHASE_SETUP);
+                if t == 0 {
+                    if self.app == App::WrMem {
+                        // wrmem's generator: the master writes the whole input
                         s.streams(
                             &[Span::covering(maps.input, 0, self.input, AccessKind::Write)],
                             self.input * 4,
                             self.input * 4,
                         );
                     }
-                    s.barrier();
+                    // mr_setup → kvst_init → mbm_mbks_init: the master mallocs every map
+                    // thread's row of buckets and initialises each bucket, before any worker
+                    // starts, so the whole matrix is first touched on its node
+                    let row_bytes = nt * self.buckets * 8;
+                    let rows: Vec<Span> = (0..nt)
+                        .map(|r| {
+                            Span::covering(
+                                maps.buckets + r * bucket_row_bytes,
+                                0,
+                                row_bytes,
+                                AccessKind::Write,
+                            )
+                        })
+                        .collect();
+                    for row in &rows {
+                        s.streams(std::slice::from_ref(row), 0, 0);
+                    }
                 }
+                s.barrier();
                 s.phase(PHASE_MAP);
-                // the thread's row of bucket arrays is allocated and cleared by it
-                s.streams(
-                    &[Span::covering(
-                        maps.buckets + t as u64 * bucket_row_bytes,
-                        0,
-                        nt * self.buckets * 8,
-                        AccessKind::Write,
-                    )],
-                    0,
-                    0,
-                );
                 s.gen(MapGen {
                     m: self.clone(),
                     maps,

@@ -1036,6 +1036,7 @@ fn metis_wc_counts_every_word_and_reduces_each_distinct_word_once() {
         input.file,
         "wc.c mmaps its input file: the page cache, not fresh memory"
     );
+    let buckets = space.by_name("metis.buckets").unwrap();
     let mut out_writes = 0;
     let mut remote_arena_reads = 0;
     let arena_per_thread = arena.bytes / threads as u64;
@@ -1044,10 +1045,17 @@ fn metis_wc_counts_every_word_and_reduces_each_distinct_word_once() {
         // nobody writes the file: no master phase reading it into a buffer
         assert!(!ops.iter().any(|op| matches!(op,
             Op::Access { addr, kind: AccessKind::Write } if (input.start..input.start + input.bytes).contains(addr))));
-        assert!(
-            !ops.iter().any(|op| matches!(op, Op::Phase { id: 0 })),
-            "no input phase"
-        );
+        // the master initialises every row of the bucket matrix before the map (mr_setup)
+        let in_buckets = |op: &Op| {
+            matches!(op,
+            Op::Run { base, kind: AccessKind::Write, .. } if (buckets.start..buckets.start + buckets.bytes).contains(base))
+        };
+        let setup_writes = phase_ops(&ops, 0)
+            .iter()
+            .filter(|op| in_buckets(op))
+            .count();
+        assert_eq!(setup_writes > 0, t == 0, "thread {t}");
+        assert!(!phase_ops(&ops, PHASE_MAP).iter().any(in_buckets));
         for op in phase_ops(&ops, PHASE_REDUCE) {
             if let Op::Access { addr, kind } = op {
                 if (out.start..out.start + out.bytes).contains(&addr) && kind == AccessKind::Write {
@@ -1091,9 +1099,12 @@ fn metis_wr_appends_every_position_and_master_owns_the_input() {
     let (_, space, sums) = run_all("metis-wrmem:input=128K,vocab=2000,split=8K,buckets=32", 3);
     let words = 128 * 1024 / 8;
     let input_lines = 128 * 1024 / 64;
+    // three rows of 3 cells × 32 buckets × 8 B, initialised by the master too (mr_setup)
+    let bucket_lines = 3 * (3 * 32 * 8 / 64);
     assert_eq!(
-        sums[0].1.lines_per_phase[&0], input_lines,
-        "the master generates the input"
+        sums[0].1.lines_per_phase[&0],
+        input_lines + bucket_lines,
+        "the master generates the input and sets up the buckets"
     );
     assert!(!sums[1].1.lines_per_phase.contains_key(&0));
     let map_reads: u64 = sums
@@ -1711,4 +1722,19 @@ fn new_workload_names_round_trip() {
         assert_eq!(again.name(), w.name(), "{spec}");
         assert_eq!(again.threads(), w.threads(), "{spec}");
     }
+}
+
+#[test]
+fn metis_sizes_its_buckets_as_mr_setup_does() {
+    use numalab_workloads::metis::metis_buckets_per_cell;
+    // few keys: 16 reduce tasks per CPU, 64 → the next prime, 67, over 4 cells
+    assert_eq!(metis_buckets_per_cell(1000, 10, 4), 17);
+    // 64 MB of 8-byte words from 100 000 over 64 mappers: ≈ 30 186 keys each, 10 a bucket,
+    // 3 019 tasks (a prime) over 64 cells
+    assert_eq!(metis_buckets_per_cell((64 << 20) / 8, 100_000, 64), 48);
+    // more text per mapper, more distinct keys, more buckets
+    assert!(
+        metis_buckets_per_cell((1 << 30) / 8, 1_000_000, 64)
+            > metis_buckets_per_cell((64 << 20) / 8, 1_000_000, 64)
+    );
 }
