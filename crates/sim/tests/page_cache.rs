@@ -148,3 +148,54 @@ fn a_hugetlbfs_heap_does_not_take_the_file() {
         assert_eq!(r.vmstat.pgfault_2m + r.vmstat.pgfault_1g, 0, "{heap:?}");
     }
 }
+
+/// Two files of `mib` MiB each, read by one thread.
+struct TwoFiles {
+    mib: u64,
+}
+
+impl Workload for TwoFiles {
+    fn name(&self) -> String {
+        "two-files".into()
+    }
+    fn threads(&self) -> usize {
+        1
+    }
+    fn build(&self, mem: &mut dyn AddressSpace) -> Vec<ThreadSpec> {
+        let a = mem.mmap_file(TaskId(0), "first", self.mib << 20);
+        let b = mem.mmap_file(TaskId(0), "second", self.mib << 20);
+        vec![ThreadSpec {
+            task: TaskId(0),
+            program: Box::new(Fixed(
+                [a, b]
+                    .into_iter()
+                    .map(|addr| Op::Access {
+                        addr,
+                        kind: AccessKind::Read,
+                    })
+                    .collect(),
+            )),
+        }]
+    }
+}
+
+#[test]
+fn files_larger_than_memory_are_an_error_naming_the_file() {
+    // 8 nodes of 16 MiB: the first 80 MiB file fits, the second does not
+    let mut m = machine(None);
+    for n in &mut m.topology.nodes {
+        n.mem_bytes = 16 << 20;
+    }
+    let cfg = || SimConfig {
+        sample_period: 0,
+        ..Default::default()
+    };
+    let e = simulate(&m, &TwoFiles { mib: 80 }, cfg())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("out of memory") && e.contains("file mapping 'second'"),
+        "{e}"
+    );
+    assert!(simulate(&m, &TwoFiles { mib: 40 }, cfg()).is_ok());
+}

@@ -117,7 +117,10 @@ pub fn metis_buckets_per_cell(words: u64, vocab: u64, threads: u64) -> u64 {
 }
 
 fn is_prime(n: u64) -> bool {
-    n >= 2 && (2..).take_while(|q| q * q <= n).all(|q| !n.is_multiple_of(q))
+    n >= 2
+        && (2..)
+            .take_while(|q| q * q <= n)
+            .all(|q| !n.is_multiple_of(q))
 }
 
 #[derive(Clone, Debug)]

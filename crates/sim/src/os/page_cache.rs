@@ -48,16 +48,31 @@ impl Os {
                 };
                 let t = &mut self.tasks[task.index()];
                 let placement = place(&t.policy, &mut t.pstate, &ctx, &mut rand);
-                let node = placement
+                let Some(node) = placement
                     .order
                     .iter()
                     .copied()
                     .find(|n| self.free_pages[n.index()] > 0)
-                    .ok_or_else(|| OsError::Oom {
-                        what: format!("the page cache of file mapping '{name}'"),
-                        need_pages: (end - addr) >> 12,
-                        total_gib: self.topo.total_mem_bytes() as f64 / (1u64 << 30) as f64,
-                    })?;
+                else {
+                    let what = format!("the page cache of file mapping '{name}'");
+                    let need_pages = (end - addr) >> 12;
+                    return Err(if placement.strict {
+                        OsError::BindOom {
+                            what,
+                            need_pages,
+                            nodes: numalab_core::NodeMask::from_nodes(
+                                placement.order.iter().copied(),
+                            )
+                            .to_string(),
+                        }
+                    } else {
+                        OsError::Oom {
+                            what,
+                            need_pages,
+                            total_gib: self.topo.total_mem_bytes() as f64 / (1u64 << 30) as f64,
+                        }
+                    });
+                };
                 self.free_pages[node.index()] -= 1;
                 self.pt.set_cached(addr, node);
             }
