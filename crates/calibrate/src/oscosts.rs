@@ -122,37 +122,13 @@ pub fn fault_file_4k(
     bytes: usize,
     runs: usize,
 ) -> Result<Measured<FaultCost>, CalibrateError> {
-    use std::io::Write;
     let bytes = bytes.max(FAULT_AROUND_BYTES) / FAULT_AROUND_BYTES * FAULT_AROUND_BYTES;
-    let os = |what: &str| {
-        let what = what.to_string();
-        move |err| CalibrateError::Os { what, err }
-    };
     on_cpu(cpu, || {
-        // unlinked as soon as it is open: gone when its handle closes, whatever happens here
-        let path = std::env::temp_dir().join(format!(
-            "numalab-calibrate-file-faults-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos())
-        ));
-        let mut file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(os(&format!("creating {}", path.display())))?;
-        std::fs::remove_file(&path).map_err(os(&format!("unlinking {}", path.display())))?;
-        let chunk = vec![1u8; 1 << 20];
-        let mut left = bytes;
-        while left > 0 {
-            let n = left.min(chunk.len());
-            file.write_all(&chunk[..n])
-                .map_err(os("writing the temporary file for the file faults"))?;
-            left -= n;
-        }
-        file.flush().map_err(os("writing the temporary file"))?;
+        // a temporary directory that cannot take the file skips this figure, not the run
+        let file = match cached_file(bytes) {
+            Ok(f) => f,
+            Err(why) => return Ok(Measured::skipped(why)),
+        };
         let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
         let windows = bytes / FAULT_AROUND_BYTES;
         let mut v = Vec::new();
@@ -169,10 +145,10 @@ pub fn fault_file_4k(
                 )
             };
             if p == libc::MAP_FAILED {
-                return Err(CalibrateError::Os {
-                    what: "mapping the temporary file".into(),
-                    err: std::io::Error::last_os_error(),
-                });
+                return Ok(Measured::skipped(format!(
+                    "mapping the temporary file failed: {}",
+                    std::io::Error::last_os_error()
+                )));
             }
             let t = Instant::now();
             for w in 0..windows {
@@ -189,6 +165,43 @@ pub fn fault_file_4k(
             runs: runs.max(1),
         }))
     })
+}
+
+/// A file of `bytes` in the temporary directory, written by this thread (so its page cache
+/// is on this thread's node) and unlinked as soon as it is open: gone when the handle closes,
+/// whatever happens. Err says why it could not be made.
+fn cached_file(bytes: usize) -> Result<std::fs::File, String> {
+    use std::io::Write;
+    let path = std::env::temp_dir().join(format!(
+        "numalab-calibrate-file-faults-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    ));
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|e| {
+            format!(
+                "creating {}: {e} (set TMPDIR to a writable directory)",
+                path.display()
+            )
+        })?;
+    std::fs::remove_file(&path).map_err(|e| format!("unlinking {}: {e}", path.display()))?;
+    let chunk = vec![1u8; 1 << 20];
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(chunk.len());
+        file.write_all(&chunk[..n])
+            .map_err(|e| format!("writing {} MiB to the temporary file: {e}", bytes >> 20))?;
+        left -= n;
+    }
+    file.flush()
+        .map_err(|e| format!("writing the temporary file: {e}"))?;
+    Ok(file)
 }
 
 const GIB: usize = 1 << 30;

@@ -599,14 +599,30 @@ impl Simulator {
                 }
             })
             .collect();
-        // each task's mapped files were read into the page cache by its first thread
-        // (os/page_cache.rs)
+        // each task's mapped files were read into the page cache before the run, on the node
+        // its first thread starts on (before any policy places threads), or the first node
+        // with CPUs for a task without threads (os/page_cache.rs)
         os.set_fault_around(machine.os.linux_at_least(3, 15));
-        let mut read = std::collections::BTreeSet::new();
-        for t in &threads {
-            if read.insert(t.task) {
-                os.populate_page_cache(t.task, NodeId(t.node as u16))?;
-            }
+        let readers: std::collections::BTreeMap<TaskId, NodeId> = os
+            .regions
+            .iter()
+            .filter(|r| r.file)
+            .map(|r| {
+                let node = threads.iter().find(|t| t.task == r.task).map_or_else(
+                    || {
+                        let topo = &machine.topology;
+                        topo.nodes
+                            .iter()
+                            .position(|n| !n.cpus.is_empty())
+                            .map_or(NodeId(0), |i| NodeId(i as u16))
+                    },
+                    |t| NodeId(t.node as u16),
+                );
+                (r.task, node)
+            })
+            .collect();
+        for (task, reader) in readers {
+            os.populate_page_cache(task, reader)?;
         }
         // a node without an LLC gets a one-line cache
         let llc_shape =

@@ -10,9 +10,23 @@ use numalab_sim::{simulate, Pinning, SimConfig, SimResult, ThpMode};
 
 const PAGES: u64 = 64;
 
-/// One file mapping of `PAGES` pages; every thread reads one line of each page, in order.
+/// One file mapping of `pages` pages; every thread reads one line of each page from `first`
+/// on, in order, then (with `anon`) writes one line of a 4 KiB anonymous mapping made after
+/// the file.
 struct ReadFile {
     threads: usize,
+    pages: u64,
+    first: u64,
+    anon: bool,
+}
+
+fn read_file(threads: usize) -> ReadFile {
+    ReadFile {
+        threads,
+        pages: PAGES,
+        first: 0,
+        anon: false,
+    }
 }
 
 struct Fixed(Vec<Op>);
@@ -32,18 +46,26 @@ impl Workload for ReadFile {
         self.threads
     }
     fn build(&self, mem: &mut dyn AddressSpace) -> Vec<ThreadSpec> {
-        let base = mem.mmap_file(TaskId(0), "input", PAGES * 4096);
+        let base = mem.mmap_file(TaskId(0), "input", self.pages * 4096);
+        let anon = mem.mmap(TaskId(0), "anon", 4096, Default::default());
         (0..self.threads)
-            .map(|_| ThreadSpec {
-                task: TaskId(0),
-                program: Box::new(Fixed(
-                    (0..PAGES)
-                        .map(|p| Op::Access {
-                            addr: base + p * 4096,
-                            kind: AccessKind::Read,
-                        })
-                        .collect(),
-                )),
+            .map(|_| {
+                let mut ops: Vec<Op> = (self.first..self.pages)
+                    .map(|p| Op::Access {
+                        addr: base + p * 4096,
+                        kind: AccessKind::Read,
+                    })
+                    .collect();
+                if self.anon {
+                    ops.push(Op::Access {
+                        addr: anon,
+                        kind: AccessKind::Write,
+                    });
+                }
+                ThreadSpec {
+                    task: TaskId(0),
+                    program: Box::new(Fixed(ops)),
+                }
             })
             .collect()
     }
@@ -63,6 +85,16 @@ fn run(m: &Machine, cpus: &[u32], thp: ThpMode) -> SimResult {
 }
 
 fn run_with(m: &Machine, cpus: &[u32], thp: ThpMode, hugetlb: Option<PageSize>) -> SimResult {
+    run_workload(m, cpus, thp, hugetlb, &read_file(cpus.len()))
+}
+
+fn run_workload(
+    m: &Machine,
+    cpus: &[u32],
+    thp: ThpMode,
+    hugetlb: Option<PageSize>,
+    w: &ReadFile,
+) -> SimResult {
     let cfg = SimConfig {
         pinning: Pinning::Cpus(cpus.iter().map(|&c| CpuId(c)).collect()),
         sample_period: 0,
@@ -70,14 +102,7 @@ fn run_with(m: &Machine, cpus: &[u32], thp: ThpMode, hugetlb: Option<PageSize>) 
         hugetlb,
         ..Default::default()
     };
-    simulate(
-        m,
-        &ReadFile {
-            threads: cpus.len(),
-        },
-        cfg,
-    )
-    .unwrap()
+    simulate(m, w, cfg).unwrap()
 }
 
 #[test]
@@ -109,7 +134,7 @@ fn a_read_fault_maps_the_cached_page_on_the_readers_node_without_clearing_it() {
             r.per_node.iter().all(|n| n.ctrl_write_bytes == 0),
             "{thp:?}"
         );
-        assert!(r.per_node[node].resident_bytes >= PAGES * 4096);
+        assert_eq!(r.per_node[node].resident_bytes, PAGES * 4096);
     }
 }
 
@@ -139,14 +164,36 @@ fn from_linux_3_15_a_fault_maps_its_sixteen_page_window() {
 
 #[test]
 fn a_hugetlbfs_heap_does_not_take_the_file() {
-    // libhugetlbfs backs malloc, not a file the program maps
+    // libhugetlbfs backs malloc, not a file the program maps: the file keeps its cached 4 KiB
+    // pages and the anonymous mapping made after it comes from the heap, a huge page
     let m = machine(None);
+    let w = ReadFile {
+        anon: true,
+        ..read_file(1)
+    };
     for heap in [PageSize::Huge2M, PageSize::Giant1G] {
-        let r = run_with(&m, &[0], ThpMode::Always, Some(heap));
-        assert_eq!(r.per_thread[0].faults, PAGES, "{heap:?}");
+        let r = run_workload(&m, &[0], ThpMode::Always, Some(heap), &w);
+        assert_eq!(r.per_thread[0].faults, PAGES + 1, "{heap:?}");
         assert_eq!(r.vmstat.pgfault_4k, PAGES, "{heap:?}");
-        assert_eq!(r.vmstat.pgfault_2m + r.vmstat.pgfault_1g, 0, "{heap:?}");
+        assert_eq!(r.vmstat.pgfault_2m + r.vmstat.pgfault_1g, 1, "{heap:?}");
+        // the heap page was cleared, the file's pages were not
+        assert!(r.per_thread[0].fault_ns > PAGES as f64 * m.os.fault_file_4k_ns + 1000.0);
     }
+}
+
+#[test]
+fn fault_around_stays_inside_its_window_and_the_mapping() {
+    // 40 pages read from page 5: the window of page 5 maps pages 0-15, then page 16's maps
+    // 16-31, then page 32's the mapping's last 8
+    let w = ReadFile {
+        pages: 40,
+        first: 5,
+        ..read_file(1)
+    };
+    let r = run_workload(&machine(Some("6.1")), &[0], ThpMode::Never, None, &w);
+    assert_eq!(r.per_thread[0].faults, 3);
+    assert_eq!(r.vmstat.pgfault_4k, 3);
+    assert_eq!(r.per_node[0].resident_bytes, 40 * 4096);
 }
 
 /// Two files of `mib` MiB each, read by one thread.
@@ -198,4 +245,19 @@ fn files_larger_than_memory_are_an_error_naming_the_file() {
         "{e}"
     );
     assert!(simulate(&m, &TwoFiles { mib: 40 }, cfg()).is_ok());
+    // under a bind policy the error names the nodes, as a fault's does
+    let bound = SimConfig {
+        task_policy: numalab_core::MemPolicy::Bind {
+            nodes: numalab_core::NodeMask::from_nodes([numalab_core::NodeId(0)]),
+            numa_balancing: false,
+        },
+        ..cfg()
+    };
+    let e = simulate(&m, &TwoFiles { mib: 10 }, bound)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("MPOL_BIND") && e.contains("file mapping 'second'"),
+        "{e}"
+    );
 }

@@ -1,12 +1,13 @@
 //! Metis MapReduce (`metis-wc`, `metis-wr`, `metis-wrmem`), reference/workloads.md §4.4: one
 //! framework, three applications.
 //!
-//! * **input**: a text of `input` bytes, words of [`WORD_BYTES`] drawn from a Zipf-like
+//! * input: a text of `input` bytes, words of [`WORD_BYTES`] drawn from a Zipf-like
 //!   vocabulary of `vocab` words (word = ⌊vocab^u⌋ − 1 for a seeded uniform u, so P(word) ∝
 //!   1/(word+1)). `metis-wc` and `metis-wr` mmap a file (wc.c, wr.c: `mmap(..., MAP_PRIVATE,
 //!   fd, 0)`) that is already in the page cache, read before the run on the master's node
 //!   ([`AddressSpace::mmap_file`]): the mappers read their splits there, each 4 KiB page
-//!   mapped by a minor fault at its first read, never a huge page. `metis-wrmem` generates
+//!   mapped by a minor fault at its first read (16 pages a fault from Linux 3.15:
+//!   fault-around), never a huge page. `metis-wrmem` generates
 //!   its input in memory: the master writes it all (phase `setup`), first touch on its node.
 //! * **setup** (the master, before the workers start: `mr_setup`): besides wrmem's input, the
 //!   T rows of map buckets, each `malloc`'d and every bucket initialised by the master
@@ -92,28 +93,52 @@ pub const KEYS_PER_BUCKET: u64 = 10;
 /// Reduce tasks per CPU at least (`def_gr_tasks_per_cpu`, lib/mr-sched.c).
 pub const TASKS_PER_CPU: u64 = 16;
 
-/// Buckets per partition cell as Metis sizes its map rows: `mr_setup` samples the map and
-/// takes `max(keys per mapper ÷ nkeys_per_bkt, 16 × CPUs)` reduce tasks (rounded up to a
-/// prime), which is also the number of buckets in every map thread's row; the model splits a
-/// row into `threads` cells. The keys per mapper are the distinct words expected among its
-/// `words ÷ threads` draws from the input's vocabulary (P(word k) = ln((k+2)/(k+1)) / ln V,
-/// the law of [`Metis::word`]), where Metis estimates them from its sample.
+/// Buckets per partition cell as Metis sizes its map rows: `mr_setup` samples the map, takes
+/// ⌊keys per mapper ÷ nkeys_per_bkt⌋ rounded up to a prime (`kvst_sample_finished`), then at
+/// least 16 × CPUs (`def_gr_tasks_per_cpu`): that many reduce tasks, which is also the number
+/// of buckets in every map thread's row; the model splits a row into `threads` cells. The
+/// keys per mapper are the distinct words expected among its `words ÷ threads` draws from
+/// the input's vocabulary, where Metis estimates them from its sample: word k (0 ≤ k ≤ V − 2,
+/// the values [`Metis::word`] draws) has P(k) = ln((k+2)/(k+1)) / ln V.
 pub fn metis_buckets_per_cell(words: u64, vocab: u64, threads: u64) -> u64 {
     let threads = threads.max(1);
-    let draws = (words / threads) as f64;
-    let ln_v = (vocab.max(2) as f64).ln();
-    let keys: f64 = (0..vocab)
-        .map(|k| {
-            let p = ((k as f64 + 2.0) / (k as f64 + 1.0)).ln() / ln_v;
-            // 1 − (1 − p)^n, computed without cancellation for small p
-            -(draws * (-p).ln_1p()).exp_m1()
-        })
-        .sum();
-    let mut tasks = ((keys / KEYS_PER_BUCKET as f64).ceil() as u64).max(TASKS_PER_CPU * threads);
+    let keys = expected_distinct_words(words / threads, vocab);
+    let mut tasks = (keys as u64) / KEYS_PER_BUCKET;
     while !is_prime(tasks) {
         tasks += 1;
     }
-    tasks.div_ceil(threads)
+    tasks.max(TASKS_PER_CPU * threads).div_ceil(threads)
+}
+
+/// Distinct words expected among `draws` words of a `vocab`-word input: Σ 1 − (1 − P(k))^n,
+/// exact over the first million words, and over the rest (where P(k) changes slowly) a
+/// trapezoid rule on 4 096 geometric steps, so a vocabulary of billions costs no more.
+fn expected_distinct_words(draws: u64, vocab: u64) -> f64 {
+    let n = draws as f64;
+    let ln_v = (vocab.max(2) as f64).ln();
+    // 1 − (1 − p)^n without cancellation for small p
+    let seen = |k: f64| {
+        let p = ((k + 2.0) / (k + 1.0)).ln() / ln_v;
+        -(n * (-p).ln_1p()).exp_m1()
+    };
+    let words = vocab.saturating_sub(1); // k = 0 ..= V − 2
+    const EXACT: u64 = 1_000_000;
+    let head: f64 = (0..words.min(EXACT)).map(|k| seen(k as f64)).sum();
+    if words <= EXACT {
+        return head;
+    }
+    // the tail k = EXACT ..= words − 1 as ∫ seen over [EXACT − ½, words − ½]
+    let (lo, hi) = (EXACT as f64 - 0.5, words as f64 - 0.5);
+    const STEPS: i32 = 4096;
+    let ratio = (hi / lo).powf(1.0 / STEPS as f64);
+    let tail: f64 = (0..STEPS)
+        .map(|i| {
+            let a = lo * ratio.powi(i);
+            let b = a * ratio;
+            (b - a) * (seen(a) + seen(b)) / 2.0
+        })
+        .sum();
+    head + tail
 }
 
 fn is_prime(n: u64) -> bool {

@@ -1043,8 +1043,23 @@ fn metis_wc_counts_every_word_and_reduces_each_distinct_word_once() {
     for (t, s) in specs.iter_mut().enumerate() {
         let ops = drain(s);
         // nobody writes the file: no master phase reading it into a buffer
-        assert!(!ops.iter().any(|op| matches!(op,
-            Op::Access { addr, kind: AccessKind::Write } if (input.start..input.start + input.bytes).contains(addr))));
+        let writes_input = |op: &Op| match *op {
+            Op::Access {
+                addr,
+                kind: AccessKind::Write,
+            } => (input.start..input.start + input.bytes).contains(&addr),
+            Op::Run {
+                base,
+                lines,
+                stride_bytes,
+                kind: AccessKind::Write,
+            } => {
+                let end = base + lines as u64 * stride_bytes.max(1) as u64;
+                base < input.start + input.bytes && end > input.start
+            }
+            _ => false,
+        };
+        assert!(!ops.iter().any(writes_input));
         // the master initialises every row of the bucket matrix before the map (mr_setup)
         let in_buckets = |op: &Op| {
             matches!(op,
@@ -1727,11 +1742,14 @@ fn new_workload_names_round_trip() {
 #[test]
 fn metis_sizes_its_buckets_as_mr_setup_does() {
     use numalab_workloads::metis::metis_buckets_per_cell;
-    // few keys: 16 reduce tasks per CPU, 64 → the next prime, 67, over 4 cells
-    assert_eq!(metis_buckets_per_cell(1000, 10, 4), 17);
+    // few keys: 16 reduce tasks per CPU win, 64 over 4 cells
+    assert_eq!(metis_buckets_per_cell(1000, 10, 4), 16);
     // 64 MB of 8-byte words from 100 000 over 64 mappers: ≈ 30 186 keys each, 10 a bucket,
-    // 3 019 tasks (a prime) over 64 cells
+    // 3 018 → the next prime, 3 019 tasks, over 64 cells
     assert_eq!(metis_buckets_per_cell((64 << 20) / 8, 100_000, 64), 48);
+    // a vocabulary of billions is summed in no time, and a larger one gives more keys
+    let big = metis_buckets_per_cell(1 << 30, u32::MAX as u64, 64);
+    assert!(big > metis_buckets_per_cell(1 << 30, 1 << 24, 64), "{big}");
     // more text per mapper, more distinct keys, more buckets
     assert!(
         metis_buckets_per_cell((1 << 30) / 8, 1_000_000, 64)

@@ -871,8 +871,11 @@ impl NumaBalancing {
         let page_nid = pte.node();
         let this_nid = f.nid;
         let mut flags = Tnf {
-            // anonymous private mappings: writable, never VM_SHARED between processes
-            no_group: false,
+            // private mappings, never VM_SHARED between processes. Anonymous ones are
+            // writable; a page of a private file mapping that was only read is mapped
+            // read-only (its copy-on-write pending), and do_numa_page sets TNF_NO_GROUP for
+            // a PTE that is not writable (page_cache.rs)
+            no_group: os.in_file_mapping(f.addr),
             shared: false,
             ..Default::default()
         };

@@ -26,6 +26,12 @@ impl Os {
         };
     }
 
+    /// Whether `addr` lies in a file mapping.
+    pub fn in_file_mapping(&self, addr: u64) -> bool {
+        self.region_index(addr)
+            .is_some_and(|i| self.regions[i].file)
+    }
+
     /// Read `task`'s mapped files into the page cache from a CPU of `reader`: every 4 KiB
     /// page placed by the task policy as a read(2) there would place it, falling back along
     /// the policy's node order where a node is full. Files already read are left alone.
@@ -75,6 +81,18 @@ impl Os {
                 };
                 self.free_pages[node.index()] -= 1;
                 self.pt.set_cached(addr, node);
+                // a page-cache allocation counts in numastat as any other
+                if node == placement.intended {
+                    self.vm.numa_hit += 1;
+                } else {
+                    self.vm.numa_miss += 1;
+                    self.vm.numa_foreign += 1;
+                }
+                if node == reader {
+                    self.vm.numa_local += 1;
+                } else {
+                    self.vm.numa_other += 1;
+                }
             }
         }
         Ok(())
@@ -91,7 +109,9 @@ impl Os {
         let task = r.task;
         for a in (lo..hi).step_by(4096) {
             let pte = self.pt.get(a);
-            if pte.cached() {
+            // a neighbour under user-space next-touch stays out: its protection splits
+            // the VMA, and fault-around maps only inside the faulting one
+            if pte.cached() && (a == page || !pte.moves_on_touch()) {
                 self.pt.map(a, PageSize::Base4K, NodeId(pte.node() as u16));
             }
         }
