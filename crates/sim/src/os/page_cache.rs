@@ -17,7 +17,8 @@ use numalab_core::{NodeId, PageSize, TaskId};
 pub const FAULT_AROUND_PAGES: u64 = 16;
 
 impl Os {
-    /// Follow the modelled kernel: fault-around from Linux 3.15 (commit 8c6e50b0290c).
+    /// Follow the modelled kernel: fault-around from Linux 3.15 (`do_fault_around` with
+    /// `vm_ops->map_pages`).
     pub fn set_fault_around(&mut self, linux_3_15_or_later: bool) {
         self.fault_around_pages = if linux_3_15_or_later {
             FAULT_AROUND_PAGES
