@@ -339,46 +339,42 @@ fn concurrency(m: &Measurements, idle: &[Option<f64>], f: &mut Fit) {
 /// `[os]` keys from the fault and move_pages measurements.
 fn os_figures(m: &Measurements, f: &mut Fit) {
     let mut skipped = Vec::new();
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
     let mut fault = |key: &'static str,
-                     what: &str,
-                     r: &crate::oscosts::Measured<crate::oscosts::FaultCost>| {
-        match r {
+                     r: &crate::oscosts::Measured<crate::oscosts::FaultCost>,
+                     how: &dyn Fn(&crate::oscosts::FaultCost) -> String| match r
+    {
         crate::oscosts::Measured::Value(c) => f.os.push((
             key,
             Figure {
                 value: c.ns,
-                how: format!(
-                    "first touch of {} fresh {what} page{} bound to one node, median of {} run{}: trap, allocation, zeroing and mapping",
-                    c.pages,
-                    if c.pages == 1 { "" } else { "s" },
-                    c.runs,
-                    if c.runs == 1 { "" } else { "s" }
-                ),
+                how: how(c),
             },
         )),
         crate::oscosts::Measured::Skipped { skipped: why } => skipped.push(format!("{key}: {why}")),
-    }
     };
-    fault("fault_4k_ns", "4 KiB", &m.fault_4k);
-    fault("fault_2m_ns", "2 MiB", &m.fault_2m);
-    fault("fault_1g_ns", "1 GiB", &m.fault_1g);
-    match &m.fault_file_4k {
-        crate::oscosts::Measured::Value(c) => f.os.push((
-            "fault_file_4k_ns",
-            Figure {
-                value: c.ns,
-                how: format!(
-                    "read faults on a cached file mapped MAP_PRIVATE, one read per 64 KiB ({} faults), median of {} run{}: trap, page-cache lookup and mapping (the 16-page fault-around window from Linux 3.15)",
-                    c.pages,
-                    c.runs,
-                    if c.runs == 1 { "" } else { "s" }
-                ),
-            },
-        )),
-        crate::oscosts::Measured::Skipped { skipped: why } => {
-            skipped.push(format!("fault_file_4k_ns: {why}"))
+    let first_touch = |what: &'static str| {
+        move |c: &crate::oscosts::FaultCost| {
+            format!(
+                "first touch of {} fresh {what} page{} bound to one node, median of {} run{}: trap, allocation, zeroing and mapping",
+                c.pages,
+                plural(c.pages),
+                c.runs,
+                plural(c.runs)
+            )
         }
-    }
+    };
+    fault("fault_4k_ns", &m.fault_4k, &first_touch("4 KiB"));
+    fault("fault_2m_ns", &m.fault_2m, &first_touch("2 MiB"));
+    fault("fault_1g_ns", &m.fault_1g, &first_touch("1 GiB"));
+    fault("fault_file_4k_ns", &m.fault_file_4k, &|c| {
+        format!(
+            "read faults on a cached file mapped MAP_PRIVATE, one read per 64 KiB ({} faults), median of {} run{}: trap, page-cache lookup and mapping (the 16-page fault-around window from Linux 3.15)",
+            c.pages,
+            c.runs,
+            plural(c.runs)
+        )
+    });
     match &m.move_pages {
         crate::oscosts::Measured::Value(c) => {
             // Two points, t(1 page) and t(n pages), give the cost per page and per call.

@@ -609,13 +609,7 @@ impl Simulator {
             .filter(|r| r.file)
             .map(|r| {
                 let node = threads.iter().find(|t| t.task == r.task).map_or_else(
-                    || {
-                        let topo = &machine.topology;
-                        topo.nodes
-                            .iter()
-                            .position(|n| !n.cpus.is_empty())
-                            .map_or(NodeId(0), |i| NodeId(i as u16))
-                    },
+                    || machine.topology.cpu_nodes().first().unwrap_or(NodeId(0)),
                     |t| NodeId(t.node as u16),
                 );
                 (r.task, node)
@@ -2522,6 +2516,12 @@ fn zero_fill(th: &mut Thread, sh: &mut Shared, node: usize, size: PageSize) -> f
 /// time as fault time. Returns that time; the caller adds it to the reference's cost.
 fn take_fault(th: &mut Thread, sh: &mut Shared, node: usize, size: PageSize) -> f64 {
     let ns = zero_fill(th, sh, node, size);
+    charge_fault(th, sh, ns)
+}
+
+/// A fault of `ns` in the thread's handler: its pass over the process's mmap_lock line, its
+/// count in the epoch and its time as fault time. Returns `ns`.
+fn charge_fault(th: &mut Thread, sh: &mut Shared, ns: f64) -> f64 {
     pass_mmap_lock(th, sh);
     th.s.fault_ns += ns;
     ns
@@ -2892,15 +2892,13 @@ fn slow_path_after_wait(
     let local = NodeId(th.node as u16);
     if !pte.present() {
         let f = sh.os.fault(th.task, addr, local)?;
-        if f.file {
+        let ns = if f.file {
             // a page-cache page mapped: no allocation, no zeroing (os/page_cache.rs)
-            let ns = sh.p.fault_file_ns;
-            pass_mmap_lock(th, sh);
-            th.s.fault_ns += ns;
-            th.s.faults += 1;
-            return Ok(ns);
-        }
-        let ns = take_fault(th, sh, f.node.index(), f.size);
+            let file_ns = sh.p.fault_file_ns;
+            charge_fault(th, sh, file_ns)
+        } else {
+            take_fault(th, sh, f.node.index(), f.size)
+        };
         if f.local_rule {
             sh.os.mark_fresh(&f, th.id, th.clock, th.clock + ns);
         }

@@ -18,7 +18,7 @@ pub mod pt_pages;
 pub mod thp_split_ext;
 pub mod tlb_shootdown;
 
-use mempolicy::{place, PlaceCtx, PolicyState};
+use mempolicy::{place, PlaceCtx, Placement, PolicyState};
 use numalab_core::{MemPolicy, NodeId, PageSize, TaskId, Topology};
 use pagetable::{PageTable, Pte, VA_BASE};
 use serde::{Deserialize, Serialize};
@@ -553,6 +553,14 @@ impl Os {
         ) {
             return local;
         }
+        let placement = self.task_placement(task, local);
+        self.room_for(&placement, 1).unwrap_or(placement.intended)
+    }
+
+    /// Where `task`'s policy puts one base page allocated from a CPU of `local`, outside any
+    /// VMA (a page-table page, the page cache): a placement of the task policy, which
+    /// advances its interleave cursor and remote-percentage counters.
+    pub(crate) fn task_placement(&mut self, task: TaskId, local: NodeId) -> Placement {
         let mut rand = draws(self.next_rand());
         let ctx = PlaceCtx {
             topo: &self.topo,
@@ -562,13 +570,64 @@ impl Os {
             units: 1,
         };
         let t = &mut self.tasks[task.index()];
-        let placement = place(&t.policy, &mut t.pstate, &ctx, &mut rand);
+        place(&t.policy, &mut t.pstate, &ctx, &mut rand)
+    }
+
+    /// The first node of `placement`'s order with `units` free base pages.
+    pub(crate) fn room_for(&self, placement: &Placement, units: u64) -> Option<NodeId> {
         placement
             .order
             .iter()
             .copied()
-            .find(|n| self.free_pages[n.index()] > 0)
-            .unwrap_or(placement.intended)
+            .find(|n| self.free_pages[n.index()] >= units)
+    }
+
+    /// No node of `placement`'s order had room for `what`: MPOL_BIND's error names the
+    /// nodes, the others the machine's whole memory.
+    pub(crate) fn out_of_memory(
+        &self,
+        what: String,
+        need_pages: u64,
+        placement: &Placement,
+    ) -> OsError {
+        if placement.strict {
+            OsError::BindOom {
+                what,
+                need_pages,
+                nodes: numalab_core::NodeMask::from_nodes(placement.order.iter().copied())
+                    .to_string(),
+            }
+        } else {
+            OsError::Oom {
+                what,
+                need_pages,
+                total_gib: self.topo.total_mem_bytes() as f64 / (1u64 << 30) as f64,
+            }
+        }
+    }
+
+    /// numastat's counters for `units` base pages allocated on `node` by a CPU of `local`.
+    pub(crate) fn count_numa_alloc(
+        &mut self,
+        node: NodeId,
+        placement: &Placement,
+        local: NodeId,
+        units: u64,
+    ) {
+        if node == placement.intended {
+            self.vm.numa_hit += units;
+            if placement.interleave {
+                self.vm.numa_interleave += units;
+            }
+        } else {
+            self.vm.numa_miss += units;
+            self.vm.numa_foreign += units;
+        }
+        if node == local {
+            self.vm.numa_local += units;
+        } else {
+            self.vm.numa_other += units;
+        }
     }
 
     fn alloc(
@@ -619,27 +678,9 @@ impl Os {
                 }
             }
         };
-        let node = placement
-            .order
-            .iter()
-            .copied()
-            .find(|n| self.free_pages[n.index()] >= units);
-        let Some(node) = node else {
+        let Some(node) = self.room_for(&placement, units) else {
             let what = format!("a {size} fault in '{}'", self.regions[ri].name);
-            return Err(if placement.strict {
-                OsError::BindOom {
-                    what,
-                    need_pages: units,
-                    nodes: numalab_core::NodeMask::from_nodes(placement.order.iter().copied())
-                        .to_string(),
-                }
-            } else {
-                OsError::Oom {
-                    what,
-                    need_pages: units,
-                    total_gib: self.topo.total_mem_bytes() as f64 / (1u64 << 30) as f64,
-                }
-            });
+            return Err(self.out_of_memory(what, units, &placement));
         };
         self.free_pages[node.index()] -= units;
         self.pt.map(folio_start, size, node);
@@ -652,20 +693,7 @@ impl Os {
             PageSize::Huge2M => self.vm.pgfault_2m += 1,
             PageSize::Giant1G => self.vm.pgfault_1g += 1,
         }
-        if node == placement.intended {
-            self.vm.numa_hit += units;
-            if placement.interleave {
-                self.vm.numa_interleave += units;
-            }
-        } else {
-            self.vm.numa_miss += units;
-            self.vm.numa_foreign += units;
-        }
-        if node == local {
-            self.vm.numa_local += units;
-        } else {
-            self.vm.numa_other += units;
-        }
+        self.count_numa_alloc(node, &placement, local, units);
         Ok(Fault {
             folio_start,
             size,

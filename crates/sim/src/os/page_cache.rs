@@ -9,8 +9,7 @@
 //! around it in the same fault (`do_fault_around`, `fault_around_bytes` = 64 KiB, the
 //! 16-page window aligned on its size, clipped to the mapping).
 
-use super::mempolicy::{place, PlaceCtx};
-use super::{draws, Fault, Os, OsError};
+use super::{Fault, Os, OsError};
 use numalab_core::{NodeId, PageSize, TaskId};
 
 /// Linux 3.15's `fault_around_bytes` default, in base pages.
@@ -45,55 +44,15 @@ impl Os {
             let (start, end, name) = (r.start, r.end(), r.name.clone());
             self.task_mut(task);
             for addr in (start..end).step_by(4096) {
-                let mut rand = draws(self.next_rand());
-                let ctx = PlaceCtx {
-                    topo: &self.topo,
-                    zonelists: &self.zonelists,
-                    local: reader,
-                    vma_offset: None,
-                    units: 1,
-                };
-                let t = &mut self.tasks[task.index()];
-                let placement = place(&t.policy, &mut t.pstate, &ctx, &mut rand);
-                let Some(node) = placement
-                    .order
-                    .iter()
-                    .copied()
-                    .find(|n| self.free_pages[n.index()] > 0)
-                else {
+                let placement = self.task_placement(task, reader);
+                let Some(node) = self.room_for(&placement, 1) else {
                     let what = format!("the page cache of file mapping '{name}'");
-                    let need_pages = (end - addr) >> 12;
-                    return Err(if placement.strict {
-                        OsError::BindOom {
-                            what,
-                            need_pages,
-                            nodes: numalab_core::NodeMask::from_nodes(
-                                placement.order.iter().copied(),
-                            )
-                            .to_string(),
-                        }
-                    } else {
-                        OsError::Oom {
-                            what,
-                            need_pages,
-                            total_gib: self.topo.total_mem_bytes() as f64 / (1u64 << 30) as f64,
-                        }
-                    });
+                    return Err(self.out_of_memory(what, (end - addr) >> 12, &placement));
                 };
                 self.free_pages[node.index()] -= 1;
                 self.pt.set_cached(addr, node);
                 // a page-cache allocation counts in numastat as any other
-                if node == placement.intended {
-                    self.vm.numa_hit += 1;
-                } else {
-                    self.vm.numa_miss += 1;
-                    self.vm.numa_foreign += 1;
-                }
-                if node == reader {
-                    self.vm.numa_local += 1;
-                } else {
-                    self.vm.numa_other += 1;
-                }
+                self.count_numa_alloc(node, &placement, reader, 1);
             }
         }
         Ok(())
