@@ -56,17 +56,14 @@ pub const PHASE_MAP: u16 = 1;
 pub const PHASE_REDUCE: u16 = 2;
 pub const PHASE_MERGE: u16 = 3;
 
-/// Average word with its separator (E).
+/// Average word with its separator (E). A key's copy is the word and its terminating NUL
+/// (wc.c's `keycopy`: `malloc(len + 1)`), the same 8 bytes.
 pub const WORD_BYTES: u64 = 8;
-/// Table node: key (inline), count or value-list pointers, tree links (E).
-pub const NODE_BYTES: u64 = 64;
-/// A value block of wr holds 8 positions.
-pub const BLOCK_POSITIONS: u64 = 8;
-pub const PAIR_BYTES: u64 = 16;
 /// Tokenising and hashing a word (E).
 pub const CYCLES_PER_WORD: u64 = 30;
-/// Words per emission unit of the map.
-const WORDS_PER_UNIT: u64 = 1024;
+/// Words per emission unit of the map (a word makes 10-20 references: a fill stays near
+/// `CHUNK_OPS`).
+const WORDS_PER_UNIT: u64 = 256;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum App {
@@ -160,25 +157,6 @@ pub struct Metis {
     result: Arc<OnceLock<Arc<MapResult>>>,
 }
 
-/// What the map phase left in the partition matrix.
-#[derive(Debug)]
-pub struct MapResult {
-    /// Per map thread: its splits in order.
-    pub splits: Vec<Vec<u32>>,
-    /// Per map thread t: per partition r, its nodes (word, positions) in creation order.
-    pub cells: Vec<Vec<Vec<(u32, u32)>>>,
-    /// Per thread: node index of each (partition, slot) — nodes are numbered in creation order
-    /// over all partitions; `node_index[t][r][i]` is the arena slot of `cells[t][r][i]`.
-    pub node_index: Vec<Vec<Vec<u32>>>,
-    /// Per thread, per node slot: its value blocks (wr), in order.
-    pub node_blocks: Vec<Vec<Vec<u32>>>,
-    /// Per thread: value blocks allocated (wr) and nodes created.
-    pub blocks: Vec<u64>,
-    pub nodes: Vec<u64>,
-    /// Distinct words per partition (the reducer's output length).
-    pub out_len: Vec<u64>,
-}
-
 impl Metis {
     pub fn from_params(app: App, p: &Params, threads: usize) -> Result<Metis, WorkloadError> {
         if threads == 0 {
@@ -251,45 +229,207 @@ impl Metis {
         let costs = vec![1u64; self.splits() as usize];
         dynamic_schedule(&costs, self.threads, self.seed ^ 0x6d65_7469)
     }
+}
 
-    /// Replay every map thread (shared, computed once).
-    pub fn result(&self) -> Arc<MapResult> {
-        self.result
-            .get_or_init(|| {
-                let splits = self.schedule();
-                let mut r = MapResult {
-                    cells: Vec::new(),
-                    node_index: Vec::new(),
-                    node_blocks: Vec::new(),
-                    blocks: Vec::new(),
-                    nodes: Vec::new(),
-                    out_len: vec![0; self.threads],
-                    splits: splits.clone(),
-                };
-                for mine in &splits {
-                    let mut st = MapState::new(self);
-                    for &s in mine {
-                        let (lo, hi) = self.split_words(s as u64);
-                        for w in lo..hi {
-                            st.insert(self, self.word(w), None);
+/// glibc malloc's chunk for a request of `req` bytes (malloc.c, `request2size`): the request
+/// and the 8-byte size field, rounded up to 16 bytes, at least `MINSIZE` (32) on x86-64.
+pub fn malloc_chunk_bytes(req: u64) -> u64 {
+    ((req + 8 + 15) & !15).max(32)
+}
+
+/// A chunk's user pointer follows its `prev_size` and `size` fields.
+const CHUNK_HEADER_BYTES: u64 = 16;
+
+/// Where a thread arena's first chunk starts in its heap: `sizeof(heap_info)` (32) and
+/// `sizeof(struct malloc_state)` (2 184, bins and fastbins), glibc 2.17 on x86-64, rounded
+/// to 16 (E: from the structures' fields).
+const ARENA_HEADER_BYTES: u64 = 2224;
+
+/// glibc's mmap threshold at start (`DEFAULT_MMAP_THRESHOLD_MIN`, 128 KiB): a larger
+/// request gets a mapping of its own, page aligned, its header in the mapping's first bytes.
+const MMAP_THRESHOLD_BYTES: u64 = 128 << 10;
+
+/// One thread's malloc arena as Metis' map phase uses it. Chunks are carved from the top in
+/// request order: the map frees nothing but the value arrays that `realloc` moves (wr), and
+/// glibc gives such a freed chunk to the next request of its size, the last freed first (its
+/// fastbins and small bins), which is what `free_lists` does. Left out: a freed chunk split
+/// for a smaller request or coalesced with its neighbours.
+#[derive(Clone, Debug, Default)]
+struct Arena {
+    /// Bytes of the heap in use: the next chunk starts here.
+    top: u64,
+    free_lists: HashMap<u64, Vec<u64>>,
+}
+
+impl Arena {
+    fn new() -> Arena {
+        Arena {
+            top: ARENA_HEADER_BYTES,
+            free_lists: HashMap::new(),
+        }
+    }
+
+    /// `malloc(req)`: the user pointer's offset in the heap.
+    fn malloc(&mut self, req: u64) -> u64 {
+        let chunk = malloc_chunk_bytes(req);
+        if let Some(at) = self.free_lists.get_mut(&chunk).and_then(Vec::pop) {
+            return at;
+        }
+        let at = self.top + CHUNK_HEADER_BYTES;
+        self.top += chunk;
+        at
+    }
+
+    fn free(&mut self, at: u64, req: u64) {
+        self.free_lists
+            .entry(malloc_chunk_bytes(req))
+            .or_default()
+            .push(at);
+    }
+}
+
+/// Metis' B+tree node (lib/pchandler.h, `btnode_t`, order 3): `short nkeys` at 0, the parent
+/// pointer at 8, eight 32-byte `keyvals_t` slots from 16 (key pointer, then `vals`, `len`,
+/// `alloc_len`, `hash`; an internal node keeps key i and child i in slot i), the next leaf at
+/// 272.
+pub const BTNODE_BYTES: u64 = 280;
+const SLOTS_OFFSET: u64 = 16;
+pub const KEYVALS_BYTES: u64 = 32;
+const PARENT_OFFSET: u64 = 8;
+const NEXT_OFFSET: u64 = 272;
+/// `order` in lib/pchandler.h: a leaf splits when it reaches 2·order + 2 keys, an internal
+/// node when it reaches 2·order + 1 (keyvals_btree.c).
+const ORDER: usize = 3;
+/// A map bucket is a `btree_t` (`nkeys`, `nlevel`, `root`): 24 bytes.
+pub const BUCKET_BYTES: u64 = 24;
+/// `map_out`'s elements, `keyvals_arr_t` (`len`, `alloc_len`, `arr`), one per bucket of the
+/// matrix, initialised by the master in `mbm_mbks_init`.
+const MAP_OUT_ENTRY_BYTES: u64 = 16;
+/// wr's value arrays start at `combiner_threshold` (8) pointers and double (value_helper.c).
+const VALUES_FIRST: u32 = 8;
+/// One output pair of the reduce: key pointer and value.
+pub const PAIR_BYTES: u64 = 16;
+
+/// Metis' `strcmp` order of two distinct words is the order of their spellings, which a
+/// word's rank stands for: a bijection of the word id, so that a bucket's sorted keys are in
+/// no relation to their frequency.
+fn key_rank(word: u32) -> u64 {
+    (word as u64 ^ 0x5bd1_e995).wrapping_mul(0xD6E8_FEB8_6659_FD93)
+}
+
+/// `bsearch_eq` (lib/bsearch.c): the first position whose key is not below `key`, whether it
+/// is `key`, and the positions compared, in order (each compare dereferences that slot's key).
+fn bsearch_eq(keys: &[u32], key: u32) -> (usize, bool, Probes) {
+    let mut p = Probes::default();
+    let mut cmp = |i: usize| {
+        p.push(i);
+        if keys[i] == key {
+            std::cmp::Ordering::Equal
+        } else {
+            key_rank(key).cmp(&key_rank(keys[i]))
+        }
+    };
+    use std::cmp::Ordering::*;
+    let n = keys.len();
+    let r = if n == 0 {
+        (0, false)
+    } else {
+        match cmp(n - 1) {
+            Equal => (n - 1, true),
+            Greater => (n, false),
+            Less if n == 1 => (0, false),
+            Less if n == 2 => match cmp(0) {
+                Equal => (0, true),
+                Less => (0, false),
+                Greater => (1, false),
+            },
+            Less => {
+                let (mut left, mut right) = (0i64, n as i64 - 2);
+                let mut hit = None;
+                while left < right {
+                    let mid = (left + right) / 2;
+                    match cmp(mid as usize) {
+                        Equal => {
+                            hit = Some(mid as usize);
+                            break;
+                        }
+                        Less => right = mid - 1,
+                        Greater => left = mid + 1,
+                    }
+                }
+                match hit {
+                    Some(m) => (m, true),
+                    None => {
+                        let l = left.max(0) as usize;
+                        match cmp(l) {
+                            Equal => (l, true),
+                            Greater => (l + 1, false),
+                            Less => (l, false),
                         }
                     }
-                    r.blocks.push(st.blocks);
-                    r.node_blocks.push(st.node_blocks);
-                    r.nodes.push(st.nodes.len() as u64);
-                    r.cells.push(st.cells);
-                    r.node_index.push(st.cell_nodes);
                 }
-                for (p, len) in r.out_len.iter_mut().enumerate() {
-                    let mut seen = std::collections::HashSet::new();
-                    for t in 0..self.threads {
-                        seen.extend(r.cells[t][p].iter().map(|(w, _)| *w));
-                    }
-                    *len = seen.len() as u64;
-                }
-                Arc::new(r)
-            })
-            .clone()
+            }
+        }
+    };
+    (r.0, r.1, p)
+}
+
+/// `bsearch_lar` (lib/bsearch.c): the first position whose key is above `key`, and the
+/// positions compared.
+fn bsearch_lar(keys: &[u32], key: u32) -> (usize, Probes) {
+    let mut p = Probes::default();
+    // `key` is never equal to an index key here: it is either being looked up (then ≥ counts
+    // as "go right", as the source's `res >= 0`) or pushed up, and ranks are distinct
+    let mut ge = |i: usize| {
+        p.push(i);
+        keys[i] == key || key_rank(key) > key_rank(keys[i])
+    };
+    let n = keys.len();
+    let pos = if n == 0 {
+        0
+    } else if ge(n - 1) {
+        n
+    } else if n == 1 {
+        0
+    } else if n == 2 {
+        usize::from(ge(0))
+    } else {
+        let (mut left, mut right) = (0i64, n as i64 - 2);
+        while left < right {
+            let mid = (left + right) / 2;
+            if ge(mid as usize) {
+                left = mid + 1;
+            } else {
+                right = mid - 1;
+            }
+        }
+        let l = left.max(0) as usize;
+        if ge(l) {
+            l + 1
+        } else {
+            l
+        }
+    };
+    (pos, p)
+}
+
+/// The positions a binary search compared (at most 2·order + 2 keys: four compares).
+#[derive(Default)]
+struct Probes {
+    at: [u8; 8],
+    n: usize,
+}
+
+impl Probes {
+    fn push(&mut self, i: usize) {
+        if self.n < self.at.len() {
+            self.at[self.n] = i as u8;
+            self.n += 1;
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.at[..self.n].iter().map(|&i| i as usize)
     }
 }
 
@@ -297,134 +437,424 @@ impl Metis {
 #[derive(Copy, Clone, Debug)]
 struct Maps {
     input: u64,
-    /// Per map thread: its row of bucket arrays (first touched by the master), then its
-    /// arena.
+    /// The master's rows of map buckets: row t's user pointer at `buckets + t·row_stride + 16`.
     buckets: u64,
-    bucket_row_bytes: u64,
+    row_stride: u64,
+    /// Each map thread's heap: thread t's at `arena + t·arena_stride`.
     arena: u64,
-    arena_bytes: u64,
+    arena_stride: u64,
     out: [u64; 2],
 }
 
-/// One map thread's tables while it runs.
-struct MapState {
-    /// word → node slot.
-    nodes: HashMap<u32, u32>,
-    /// Per node: positions so far (wr) and its current value block.
-    positions: Vec<u32>,
-    block_of: Vec<u64>,
-    node_blocks: Vec<Vec<u32>>,
-    /// Per (partition, bucket): the first node (the tree's root).
-    root: HashMap<(usize, u64), u32>,
+impl Maps {
+    fn bucket(&self, m: &Metis, t: usize, p: usize, b: u64) -> u64 {
+        self.buckets
+            + t as u64 * self.row_stride
+            + CHUNK_HEADER_BYTES
+            + (p as u64 * m.buckets + b) * BUCKET_BYTES
+    }
+}
+
+/// Appends a thread's references to `out`, or nothing while the map is replayed.
+struct Emit<'a> {
+    out: Option<&'a mut Vec<Op>>,
+    /// The thread's heap.
+    heap: u64,
+}
+
+impl Emit<'_> {
+    fn op(&mut self, addr: u64, kind: AccessKind) {
+        if let Some(out) = self.out.as_deref_mut() {
+            out.push(Op::Access { addr, kind });
+        }
+    }
+
+    /// `kind` on the lines of bytes `[at, at + bytes)` of the heap.
+    fn lines(&mut self, at: u64, bytes: u64, kind: AccessKind) {
+        if let Some(out) = self.out.as_deref_mut() {
+            let sp = Span::covering(self.heap + at, 0, bytes, kind);
+            if sp.lines > 0 {
+                out.push(Op::Run {
+                    base: sp.addr,
+                    lines: sp.lines as u32,
+                    stride_bytes: 64,
+                    kind,
+                });
+            }
+        }
+    }
+
+    fn heap_op(&mut self, at: u64, kind: AccessKind) {
+        let a = self.heap + at;
+        self.op(a, kind);
+    }
+}
+
+/// One B+tree node of a map thread's tables.
+#[derive(Clone, Debug)]
+struct BtNode {
+    /// Offset of its user pointer in the thread's heap.
+    at: u64,
+    /// Its keys in `strcmp` order (word ids).
+    keys: Vec<u32>,
+    /// An internal node's children (`keys.len() + 1`); empty in a leaf.
+    kids: Vec<u32>,
+    parent: Option<u32>,
+    next: Option<u32>,
+}
+
+impl BtNode {
+    fn slot(&self, i: usize) -> u64 {
+        self.at + SLOTS_OFFSET + i as u64 * KEYVALS_BYTES
+    }
+}
+
+/// wr's value array of one key.
+#[derive(Copy, Clone, Debug)]
+struct Values {
+    at: u64,
+    len: u32,
+    alloc: u32,
+}
+
+/// One map thread's tables: its heap, the B+tree of each bucket it filled, the copies of its
+/// keys and (wr) their value arrays.
+#[derive(Clone, Debug)]
+pub struct MapState {
+    heap: Arena,
+    nodes: Vec<BtNode>,
+    /// Per (partition, bucket): root node and `nlevel`.
+    trees: HashMap<(usize, u64), (u32, u16)>,
+    /// Per word: its key copy's offset in the heap.
+    key_at: HashMap<u32, u64>,
+    values: HashMap<u32, Values>,
+    /// Per partition: (word, occurrences) in insertion order, and each word's place there.
     cells: Vec<Vec<(u32, u32)>>,
-    cell_nodes: Vec<Vec<u32>>,
-    /// Slot of each node in its cell's list.
-    cell_pos: Vec<u32>,
-    blocks: u64,
+    cell_pos: HashMap<u32, u32>,
 }
 
 impl MapState {
     fn new(m: &Metis) -> MapState {
         MapState {
-            nodes: HashMap::new(),
-            positions: Vec::new(),
-            block_of: Vec::new(),
-            node_blocks: Vec::new(),
-            root: HashMap::new(),
+            heap: Arena::new(),
+            nodes: Vec::new(),
+            trees: HashMap::new(),
+            key_at: HashMap::new(),
+            values: HashMap::new(),
             cells: vec![Vec::new(); m.threads],
-            cell_nodes: vec![Vec::new(); m.threads],
-            cell_pos: Vec::new(),
-            blocks: 0,
+            cell_pos: HashMap::new(),
         }
     }
 
-    /// Insert one word; with `emit`, the references (bucket, tree, node or value list).
-    fn insert(&mut self, m: &Metis, word: u32, emit: Option<(&Maps, usize, &mut Vec<Op>)>) {
+    /// Bytes of the thread's heap in use.
+    pub fn heap_bytes(&self) -> u64 {
+        self.heap.top
+    }
+
+    /// Nodes of all its B+trees.
+    pub fn btree_nodes(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// `create_node`: `calloc(1, sizeof(btnode_t))`, cleared.
+    fn new_node(&mut self, e: &mut Emit) -> u32 {
+        let at = self.heap.malloc(BTNODE_BYTES);
+        e.lines(at, BTNODE_BYTES, AccessKind::Write);
+        self.nodes.push(BtNode {
+            at,
+            keys: Vec::new(),
+            kids: Vec::new(),
+            parent: None,
+            next: None,
+        });
+        (self.nodes.len() - 1) as u32
+    }
+
+    /// Each compare of a search reads the slot's key pointer and the key it points to.
+    fn emit_probes(&self, node: u32, probes: &Probes, e: &mut Emit) {
+        let n = &self.nodes[node as usize];
+        for i in probes.iter() {
+            e.heap_op(n.slot(i), AccessKind::Read);
+            e.heap_op(self.key_at[&n.keys[i]], AccessKind::DependentRead);
+        }
+    }
+
+    /// `pch_insert_kv` of one word's pair into its bucket's B+tree (keyvals_btree.c), with
+    /// the references it makes; `bucket` is the bucket's address.
+    fn insert(&mut self, m: &Metis, word: u32, bucket: u64, e: &mut Emit) {
         let (p, b) = m.place(word);
-        let wr = m.app != App::Wc;
-        let found = self.nodes.get(&word).copied();
-        let node = match found {
-            Some(n) => n,
+        e.op(bucket, AccessKind::Read);
+        // get_leaf
+        let leaf = match self.trees.get(&(p, b)).copied() {
             None => {
-                let n = self.nodes.len() as u32;
-                self.nodes.insert(word, n);
-                self.positions.push(0);
-                self.block_of.push(u64::MAX);
-                self.node_blocks.push(Vec::new());
-                self.cell_pos.push(self.cells[p].len() as u32);
-                self.cells[p].push((word, 0));
-                self.cell_nodes[p].push(n);
+                let n = self.new_node(e);
+                self.trees.insert((p, b), (n, 1));
+                e.op(bucket, AccessKind::Write);
                 n
             }
+            Some((root, nlevel)) => {
+                let mut node = root;
+                for _ in 1..nlevel {
+                    let at = self.nodes[node as usize].at;
+                    e.heap_op(at, AccessKind::DependentRead);
+                    let (ipt, probes) = bsearch_lar(&self.nodes[node as usize].keys, word);
+                    self.emit_probes(node, &probes, e);
+                    e.heap_op(self.nodes[node as usize].slot(ipt) + 8, AccessKind::Read);
+                    node = self.nodes[node as usize].kids[ipt];
+                }
+                node
+            }
         };
-        let root = *self.root.entry((p, b)).or_insert(node);
-        let pos = self.positions[node as usize];
-        let new_block = wr && pos.is_multiple_of(BLOCK_POSITIONS as u32);
-        if new_block {
-            self.block_of[node as usize] = self.blocks;
-            self.node_blocks[node as usize].push(self.blocks as u32);
-            self.blocks += 1;
+        let at = self.nodes[leaf as usize].at;
+        e.heap_op(at, AccessKind::DependentRead);
+        let (pos, found, probes) = bsearch_eq(&self.nodes[leaf as usize].keys, word);
+        self.emit_probes(leaf, &probes, e);
+        if !found {
+            // insert_key: the slots from pos up move one place, nkeys and the tree's count
+            // go up, and the key is copied into a fresh chunk (`keycopy`)
+            let n = &self.nodes[leaf as usize];
+            let moved = (n.keys.len() - pos) as u64;
+            if moved > 0 {
+                e.lines(n.slot(pos), moved * KEYVALS_BYTES, AccessKind::Read);
+                e.lines(n.slot(pos + 1), moved * KEYVALS_BYTES, AccessKind::Write);
+            }
+            e.heap_op(at, AccessKind::Write);
+            e.op(bucket, AccessKind::ReadModifyWrite);
+            let key = self.heap.malloc(WORD_BYTES);
+            e.heap_op(key, AccessKind::Write);
+            self.key_at.insert(word, key);
+            self.nodes[leaf as usize].keys.insert(pos, word);
+            self.cell_pos.insert(word, self.cells[p].len() as u32);
+            self.cells[p].push((word, 0));
         }
-        self.positions[node as usize] += 1;
-        let slot = self.cell_pos[node as usize] as usize;
-        self.cells[p][slot].1 += 1;
-        if let Some((maps, t, out)) = emit {
-            let bucket =
-                maps.buckets + t as u64 * maps.bucket_row_bytes + (p as u64 * m.buckets + b) * 8;
-            let arena = maps.arena + t as u64 * maps.arena_bytes;
-            let node_addr = arena + node as u64 * NODE_BYTES;
-            out.push(Op::Access {
-                addr: bucket,
-                kind: AccessKind::Read,
-            });
-            if root != node {
-                out.push(Op::Access {
-                    addr: arena + root as u64 * NODE_BYTES,
-                    kind: AccessKind::DependentRead,
-                });
-            }
-            if found.is_none() {
-                // a new node from the thread's arena, linked into the bucket's tree
-                out.push(Op::Access {
-                    addr: node_addr,
-                    kind: AccessKind::Write,
-                });
-                out.push(Op::Access {
-                    addr: if root == node {
-                        bucket
-                    } else {
-                        arena + root as u64 * NODE_BYTES
-                    },
-                    kind: AccessKind::Write,
-                });
-            } else if !wr {
-                // wc's combiner: count += 1 in place
-                out.push(Op::Access {
-                    addr: node_addr,
-                    kind: AccessKind::ReadModifyWrite,
-                });
-            } else {
-                out.push(Op::Access {
-                    addr: node_addr,
-                    kind: AccessKind::DependentRead,
-                });
-            }
-            if wr {
-                // append the position to the value list (a new block every 8)
-                let nodes_bytes = m.vocab.min(m.words()) * NODE_BYTES;
-                let blk = arena + nodes_bytes + self.block_of[node as usize] * 64;
-                out.push(Op::Access {
-                    addr: blk + (pos as u64 % BLOCK_POSITIONS) * 8,
-                    kind: AccessKind::Write,
-                });
-                if new_block && pos > 0 {
-                    out.push(Op::Access {
-                        addr: node_addr,
-                        kind: AccessKind::Write,
-                    });
+        let slot = self.nodes[leaf as usize].slot(pos);
+        let i = self.cell_pos[&word] as usize;
+        self.cells[p][i].1 += 1;
+        // values_insert
+        if m.app == App::Wc {
+            // wc's value modifier: the count is kept in `vals`, updated in place
+            e.heap_op(slot, AccessKind::ReadModifyWrite);
+        } else {
+            self.append_value(word, e);
+            e.heap_op(slot, AccessKind::ReadModifyWrite);
+        }
+        if self.nodes[leaf as usize].keys.len() == 2 * ORDER + 2 {
+            self.split_leaf(p, b, bucket, leaf, e);
+        }
+    }
+
+    /// wr's `values_insert`: the position appended to the key's array, which starts at 8
+    /// pointers and doubles by `realloc` (a new chunk, the old one copied and freed).
+    fn append_value(&mut self, word: u32, e: &mut Emit) {
+        let v = match self.values.get(&word).copied() {
+            None => Values {
+                at: self.heap.malloc(VALUES_FIRST as u64 * 8),
+                len: 0,
+                alloc: VALUES_FIRST,
+            },
+            Some(v) if v.len == v.alloc => {
+                let at = self.heap.malloc(2 * v.alloc as u64 * 8);
+                e.lines(v.at, v.len as u64 * 8, AccessKind::Read);
+                e.lines(at, v.len as u64 * 8, AccessKind::Write);
+                self.heap.free(v.at, v.alloc as u64 * 8);
+                Values {
+                    at,
+                    len: v.len,
+                    alloc: 2 * v.alloc,
                 }
             }
+            Some(v) => v,
+        };
+        e.heap_op(v.at + v.len as u64 * 8, AccessKind::Write);
+        self.values.insert(
+            word,
+            Values {
+                len: v.len + 1,
+                ..v
+            },
+        );
+    }
+
+    /// `split_leaf`: the upper four keys move to a new right sibling, whose first key goes
+    /// up to the parent.
+    fn split_leaf(&mut self, p: usize, b: u64, bucket: u64, leaf: u32, e: &mut Emit) {
+        let right = self.new_node(e);
+        let (l, r) = (leaf as usize, right as usize);
+        let upper = self.nodes[l].keys.split_off(ORDER + 1);
+        e.lines(
+            self.nodes[l].slot(ORDER + 1),
+            4 * KEYVALS_BYTES,
+            AccessKind::Read,
+        );
+        e.lines(self.nodes[r].slot(0), 4 * KEYVALS_BYTES, AccessKind::Write);
+        e.heap_op(self.nodes[l].at, AccessKind::Write);
+        let up = upper[0];
+        self.nodes[r].keys = upper;
+        self.insert_index(p, b, bucket, up, leaf, right, e);
+        self.nodes[r].next = self.nodes[l].next.replace(right);
+        e.heap_op(self.nodes[l].at + NEXT_OFFSET, AccessKind::Write);
+        e.heap_op(self.nodes[r].at + NEXT_OFFSET, AccessKind::Write);
+    }
+
+    /// `btree_insert_index`: `key` separates `left` from its new sibling `right` in their
+    /// parent, a new root if `left` had none; a parent that fills splits in turn.
+    #[allow(clippy::too_many_arguments)]
+    fn insert_index(
+        &mut self,
+        p: usize,
+        b: u64,
+        bucket: u64,
+        key: u32,
+        left: u32,
+        right: u32,
+        e: &mut Emit,
+    ) {
+        let Some(parent) = self.nodes[left as usize].parent else {
+            let root = self.new_node(e);
+            let nlevel = self.trees[&(p, b)].1;
+            self.trees.insert((p, b), (root, nlevel + 1));
+            e.op(bucket, AccessKind::Write);
+            let rt = &mut self.nodes[root as usize];
+            rt.keys = vec![key];
+            rt.kids = vec![left, right];
+            e.lines(
+                self.nodes[root as usize].slot(0),
+                2 * KEYVALS_BYTES,
+                AccessKind::Write,
+            );
+            for n in [left, right] {
+                self.nodes[n as usize].parent = Some(root);
+                e.heap_op(self.nodes[n as usize].at + PARENT_OFFSET, AccessKind::Write);
+            }
+            return;
+        };
+        let pi = parent as usize;
+        e.heap_op(
+            self.nodes[left as usize].at + PARENT_OFFSET,
+            AccessKind::Read,
+        );
+        e.heap_op(self.nodes[pi].at, AccessKind::DependentRead);
+        let (ikey, probes) = bsearch_lar(&self.nodes[pi].keys, key);
+        self.emit_probes(parent, &probes, e);
+        let shifted = (self.nodes[pi].keys.len() + 1 - ikey) as u64;
+        e.lines(
+            self.nodes[pi].slot(ikey),
+            (shifted + 1) * KEYVALS_BYTES,
+            AccessKind::Write,
+        );
+        e.heap_op(self.nodes[pi].at, AccessKind::Write);
+        self.nodes[pi].keys.insert(ikey, key);
+        self.nodes[pi].kids.insert(ikey + 1, right);
+        self.nodes[right as usize].parent = Some(parent);
+        e.heap_op(
+            self.nodes[right as usize].at + PARENT_OFFSET,
+            AccessKind::Write,
+        );
+        if self.nodes[pi].keys.len() == 2 * ORDER + 1 {
+            // btree_split_internal: keys 4.. and children 4.. move to a new sibling, key 3
+            // goes up, and the moved children get their new parent
+            let sib = self.new_node(e);
+            let (si, pi) = (sib as usize, parent as usize);
+            let keys = self.nodes[pi].keys.split_off(ORDER + 1);
+            let kids = self.nodes[pi].kids.split_off(ORDER + 1);
+            let up = self.nodes[pi]
+                .keys
+                .pop()
+                .expect("an internal node of 7 keys");
+            e.lines(
+                self.nodes[pi].slot(ORDER + 1),
+                (ORDER as u64 + 1) * KEYVALS_BYTES,
+                AccessKind::Read,
+            );
+            e.lines(
+                self.nodes[si].slot(0),
+                (ORDER as u64 + 1) * KEYVALS_BYTES,
+                AccessKind::Write,
+            );
+            self.nodes[si].keys = keys;
+            self.nodes[si].kids = kids;
+            self.insert_index(p, b, bucket, up, parent, sib, e);
+            for k in self.nodes[si].kids.clone() {
+                self.nodes[k as usize].parent = Some(sib);
+                e.heap_op(self.nodes[k as usize].at + PARENT_OFFSET, AccessKind::Write);
+            }
         }
+    }
+
+    /// The leaves of a bucket's tree, left to right, and the internal nodes on the way down
+    /// to the first (`pch_iter_begin` follows `arr[0].vals`).
+    fn leaves(&self, p: usize, b: u64) -> (Vec<u32>, Vec<u32>) {
+        let Some(&(root, nlevel)) = self.trees.get(&(p, b)) else {
+            return (Vec::new(), Vec::new());
+        };
+        let (mut node, mut down) = (root, Vec::new());
+        for _ in 1..nlevel {
+            down.push(node);
+            node = self.nodes[node as usize].kids[0];
+        }
+        let mut leaves = vec![node];
+        while let Some(n) = self.nodes[node as usize].next {
+            leaves.push(n);
+            node = n;
+        }
+        (down, leaves)
+    }
+}
+
+/// What the map phase left: every map thread's tables.
+#[derive(Debug)]
+pub struct MapResult {
+    /// Per map thread: its splits in order.
+    pub splits: Vec<Vec<u32>>,
+    /// Per map thread t: per partition r, (word, occurrences) in insertion order.
+    pub cells: Vec<Vec<Vec<(u32, u32)>>>,
+    /// Per map thread: its tables as the map left them.
+    pub tables: Vec<MapState>,
+    /// Distinct words per partition (the reducer's output length).
+    pub out_len: Vec<u64>,
+}
+
+impl Metis {
+    /// Replay every map thread (shared, computed once).
+    pub fn result(&self) -> Arc<MapResult> {
+        self.result
+            .get_or_init(|| {
+                let splits = self.schedule();
+                let mut tables = Vec::with_capacity(self.threads);
+                for mine in &splits {
+                    let mut st = MapState::new(self);
+                    let mut e = Emit { out: None, heap: 0 };
+                    for &s in mine {
+                        let (lo, hi) = self.split_words(s as u64);
+                        for w in lo..hi {
+                            st.insert(self, self.word(w), 0, &mut e);
+                        }
+                    }
+                    tables.push(st);
+                }
+                let cells: Vec<_> = tables.iter().map(|s| s.cells.clone()).collect();
+                let out_len = (0..self.threads)
+                    .map(|p| {
+                        let mut seen = std::collections::HashSet::new();
+                        for c in &cells {
+                            seen.extend(c[p].iter().map(|(w, _)| *w));
+                        }
+                        seen.len() as u64
+                    })
+                    .collect();
+                Arc::new(MapResult {
+                    splits,
+                    cells,
+                    tables,
+                    out_len,
+                })
+            })
+            .clone()
+    }
+
+    /// A row of the bucket matrix: `cols` = T × buckets `btree_t`s.
+    fn row_bytes(&self) -> u64 {
+        self.threads as u64 * self.buckets * BUCKET_BYTES
     }
 }
 
@@ -450,27 +880,26 @@ impl Workload for Metis {
         let o = MapOptions::default;
         let nt = self.threads as u64;
         let splits = self.schedule();
-        // arena per thread: nodes (at most the vocabulary), then value blocks (wr)
-        let max_words = splits
+        let res = self.result();
+        // every map thread mallocs from an arena of its own: glibc gives each new thread one
+        // (up to 8 per core), a heap of its own aligned to 64 MiB, so no page, huge or not,
+        // holds two threads' tables; the model aligns them to 2 MiB
+        let heap_bytes = res
+            .tables
             .iter()
-            .map(|s| {
-                s.iter()
-                    .map(|&x| {
-                        let (lo, hi) = self.split_words(x as u64);
-                        hi - lo
-                    })
-                    .sum::<u64>()
-            })
+            .map(MapState::heap_bytes)
             .max()
             .unwrap_or(0);
-        let nodes_bytes = self.vocab.min(self.words()) * NODE_BYTES;
-        let blocks_bytes = if self.app == App::Wc {
-            0
+        let arena_stride = heap_bytes.max(1).div_ceil(2 << 20) * (2 << 20);
+        // mbm_mbks_init mallocs the rows one after another: packed chunks from the master's
+        // heap, or a page-aligned mapping each above the mmap threshold
+        let row_bytes = self.row_bytes();
+        let row_stride = if row_bytes >= MMAP_THRESHOLD_BYTES {
+            (row_bytes + CHUNK_HEADER_BYTES).div_ceil(4096) * 4096
         } else {
-            (max_words / BLOCK_POSITIONS + self.vocab.min(max_words) + 1) * 64
+            malloc_chunk_bytes(row_bytes)
         };
-        let arena_bytes = (nodes_bytes + blocks_bytes).div_ceil(4096) * 4096;
-        let bucket_row_bytes = (nt * self.buckets * 8).div_ceil(4096) * 4096;
+        let map_out_bytes = nt * row_bytes / BUCKET_BYTES * MAP_OUT_ENTRY_BYTES;
         let maps = Maps {
             // wc.c and wr.c mmap the file (MAP_PRIVATE) and the mappers read it there;
             // wrmem generates it in a malloc'd buffer
@@ -479,15 +908,27 @@ impl Workload for Metis {
             } else {
                 mem.mmap_file(task, "metis.input", self.input)
             },
-            buckets: mem.mmap(task, "metis.buckets", nt * bucket_row_bytes, o()),
-            bucket_row_bytes,
-            arena: mem.mmap(task, "metis.arena", nt * arena_bytes, o()),
-            arena_bytes,
+            // the last row's bytes reach 8 past its chunk, into the top chunk's header
+            buckets: mem.mmap(
+                task,
+                "metis.buckets",
+                nt * row_stride + CHUNK_HEADER_BYTES,
+                o(),
+            ),
+            row_stride,
+            arena: mem.mmap(task, "metis.arena", nt * arena_stride, o()),
+            arena_stride,
             out: [
                 mem.mmap(task, "metis.out", self.vocab * PAIR_BYTES, o()),
                 mem.mmap(task, "metis.merge", self.vocab * PAIR_BYTES, o()),
             ],
         };
+        let map_out = mem.mmap(
+            task,
+            "metis.map_out",
+            map_out_bytes + CHUNK_HEADER_BYTES,
+            o(),
+        );
         (0..self.threads)
             .map(|t| {
                 let mut s = Script::new(PHASES);
@@ -502,22 +943,27 @@ impl Workload for Metis {
                         );
                     }
                     // mr_setup → kvst_init → mbm_mbks_init: the master mallocs every map
-                    // thread's row of buckets and initialises each bucket, before any worker
-                    // starts, so the whole matrix is first touched on its node
-                    let row_bytes = nt * self.buckets * 8;
-                    let rows: Vec<Span> = (0..nt)
-                        .map(|r| {
-                            Span::covering(
-                                maps.buckets + r * bucket_row_bytes,
-                                0,
-                                row_bytes,
-                                AccessKind::Write,
-                            )
-                        })
-                        .collect();
-                    for row in &rows {
-                        s.streams(std::slice::from_ref(row), 0, 0);
+                    // thread's row of buckets and initialises each bucket (`pch_init`), then
+                    // `map_out` and each of its arrays, before any worker starts, so all of
+                    // it is first touched on its node
+                    for r in 0..nt {
+                        let row = maps.buckets + r * row_stride + CHUNK_HEADER_BYTES;
+                        s.streams(
+                            &[Span::covering(row, 0, row_bytes, AccessKind::Write)],
+                            0,
+                            0,
+                        );
                     }
+                    s.streams(
+                        &[Span::covering(
+                            map_out + CHUNK_HEADER_BYTES,
+                            0,
+                            map_out_bytes,
+                            AccessKind::Write,
+                        )],
+                        0,
+                        0,
+                    );
                 }
                 s.barrier();
                 s.phase(PHASE_MAP);
@@ -536,8 +982,7 @@ impl Workload for Metis {
                     m: self.clone(),
                     maps,
                     r: t,
-                    from: 0,
-                    i: 0,
+                    b: 0,
                     res: None,
                     seen: HashMap::new(),
                 });
@@ -602,10 +1047,16 @@ impl Gen for MapGen {
                 stride_bytes: 64,
                 kind: sp.kind,
             });
+            let heap = self.maps.arena + self.t as u64 * self.maps.arena_stride;
+            let mut e = Emit {
+                out: Some(&mut *out),
+                heap,
+            };
             for w in lo..end {
                 let word = self.m.word(w);
-                self.state
-                    .insert(&self.m, word, Some((&self.maps, self.t, &mut *out)));
+                let (p, b) = self.m.place(word);
+                let bucket = self.maps.bucket(&self.m, self.t, p, b);
+                self.state.insert(&self.m, word, bucket, &mut e);
             }
             out.push(compute(
                 (end - lo) * CYCLES_PER_WORD,
@@ -616,13 +1067,16 @@ impl Gen for MapGen {
     }
 }
 
+/// Reducer r runs the reduce tasks of its partition, one bucket column at a time
+/// (`mbm_do_reduce_task`): every map thread's tree of that bucket walked leaf by leaf, each
+/// pair's key compared to group equal keys (and wr's value array read), one output pair per
+/// distinct word.
 struct ReduceGen {
     m: Metis,
     maps: Maps,
     r: usize,
-    /// Map thread whose cell (from, r) is being read, and the next node in it.
-    from: usize,
-    i: usize,
+    /// The next bucket column of the partition.
+    b: u64,
     res: Option<Arc<MapResult>>,
     /// word → output slot of this reducer.
     seen: HashMap<u32, u64>,
@@ -633,65 +1087,69 @@ impl Gen for ReduceGen {
         let res = self.res.get_or_insert_with(|| self.m.result()).clone();
         let out_base: u64 =
             self.maps.out[0] + res.out_len[..self.r].iter().sum::<u64>() * PAIR_BYTES;
-        let nodes_bytes = self.m.vocab.min(self.m.words()) * NODE_BYTES;
-        while self.from < self.m.threads {
+        while self.b < self.m.buckets {
             if out.len() >= CHUNK_OPS {
                 return Status::More;
             }
-            let t = self.from;
-            let arena = self.maps.arena + t as u64 * self.maps.arena_bytes;
-            if self.i == 0 {
-                // the cell's bucket array
-                let b0 = self.maps.buckets
-                    + t as u64 * self.maps.bucket_row_bytes
-                    + self.r as u64 * self.m.buckets * 8;
-                let sp = Span::covering(b0, 0, self.m.buckets * 8, AccessKind::Read);
-                out.push(Op::Run {
-                    base: sp.addr,
-                    lines: sp.lines as u32,
-                    stride_bytes: 64,
-                    kind: sp.kind,
-                });
-            }
-            let cell = &res.cells[t][self.r];
-            let end = (self.i + 512).min(cell.len());
-            for (&(word, _), &node) in cell[self.i..end]
-                .iter()
-                .zip(&res.node_index[t][self.r][self.i..end])
-            {
+            let mut pairs = 0u64;
+            for (t, tables) in res.tables.iter().enumerate() {
+                let heap = self.maps.arena + t as u64 * self.maps.arena_stride;
                 out.push(Op::Access {
-                    addr: arena + node as u64 * NODE_BYTES,
-                    kind: AccessKind::DependentRead,
+                    addr: self.maps.bucket(&self.m, t, self.r, self.b),
+                    kind: AccessKind::Read,
                 });
-                if self.m.app != App::Wc {
-                    // the value list's blocks are not contiguous: follow them
-                    for &b in &res.node_blocks[t][node as usize] {
+                let (down, leaves) = tables.leaves(self.r, self.b);
+                for n in down {
+                    out.push(Op::Access {
+                        addr: heap + tables.nodes[n as usize].slot(0) + 8,
+                        kind: AccessKind::DependentRead,
+                    });
+                }
+                for leaf in leaves {
+                    let node = &tables.nodes[leaf as usize];
+                    out.push(Op::Access {
+                        addr: heap + node.at,
+                        kind: AccessKind::DependentRead,
+                    });
+                    for (i, &word) in node.keys.iter().enumerate() {
                         out.push(Op::Access {
-                            addr: arena + nodes_bytes + b as u64 * 64,
+                            addr: heap + node.slot(i),
+                            kind: AccessKind::Read,
+                        });
+                        out.push(Op::Access {
+                            addr: heap + tables.key_at[&word],
                             kind: AccessKind::DependentRead,
                         });
+                        if let Some(v) = tables.values.get(&word) {
+                            let sp =
+                                Span::covering(heap + v.at, 0, v.len as u64 * 8, AccessKind::Read);
+                            out.push(Op::Run {
+                                base: sp.addr,
+                                lines: sp.lines as u32,
+                                stride_bytes: 64,
+                                kind: AccessKind::Read,
+                            });
+                        }
+                        let n = self.seen.len() as u64;
+                        let slot = *self.seen.entry(word).or_insert(n);
+                        out.push(Op::Access {
+                            addr: out_base + slot * PAIR_BYTES,
+                            kind: if slot == n {
+                                AccessKind::Write
+                            } else {
+                                AccessKind::ReadModifyWrite
+                            },
+                        });
+                        pairs += 1;
                     }
+                    out.push(Op::Access {
+                        addr: heap + node.at + NEXT_OFFSET,
+                        kind: AccessKind::Read,
+                    });
                 }
-                let n = self.seen.len() as u64;
-                let slot = *self.seen.entry(word).or_insert(n);
-                out.push(Op::Access {
-                    addr: out_base + slot * PAIR_BYTES,
-                    kind: if slot == n {
-                        AccessKind::Write
-                    } else {
-                        AccessKind::ReadModifyWrite
-                    },
-                });
             }
-            out.push(compute(
-                (end - self.i) as u64 * 20,
-                (end - self.i) as u64 * 40,
-            ));
-            self.i = end;
-            if self.i >= cell.len() {
-                self.from += 1;
-                self.i = 0;
-            }
+            out.push(compute(pairs * 20, pairs * 40));
+            self.b += 1;
         }
         Status::Done
     }
@@ -743,5 +1201,138 @@ impl Gen for MergeGen {
             self.started = false;
         }
         Status::Done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metis(app: App, input: u64, vocab: u64, buckets: u64, threads: usize) -> Metis {
+        Metis {
+            app,
+            input,
+            vocab,
+            split: 16 << 10,
+            buckets,
+            seed: 7,
+            threads,
+            result: Arc::new(OnceLock::new()),
+        }
+    }
+
+    #[test]
+    fn chunks_are_sized_as_glibc_sizes_them() {
+        assert_eq!(malloc_chunk_bytes(WORD_BYTES), 32, "a key copy: MINSIZE");
+        assert_eq!(malloc_chunk_bytes(24), 32);
+        assert_eq!(malloc_chunk_bytes(25), 48);
+        assert_eq!(malloc_chunk_bytes(BTNODE_BYTES), 288);
+        let mut a = Arena::new();
+        let k = a.malloc(8);
+        let n = a.malloc(BTNODE_BYTES);
+        assert_eq!(k, ARENA_HEADER_BYTES + 16);
+        assert_eq!(n, k + 32, "chunks follow each other from the top");
+        let v = a.malloc(64);
+        a.free(v, 64);
+        assert_eq!(
+            a.malloc(8),
+            n + 288 + 80,
+            "a freed chunk serves only its own size"
+        );
+        assert_eq!(a.malloc(64), v, "the freed chunk is taken again");
+    }
+
+    #[test]
+    fn binary_searches_find_what_metis_finds() {
+        let mut r = SplitMix64::new(3);
+        for n in 0..=8usize {
+            for _ in 0..200 {
+                let mut keys: Vec<u32> = Vec::new();
+                while keys.len() < n {
+                    let w = (r.next_u64() % 50) as u32;
+                    if !keys.contains(&w) {
+                        keys.push(w);
+                    }
+                }
+                keys.sort_by_key(|&w| key_rank(w));
+                let key = (r.next_u64() % 50) as u32;
+                let below = keys.partition_point(|&k| key_rank(k) < key_rank(key));
+                let (pos, found, probes) = bsearch_eq(&keys, key);
+                assert_eq!(found, keys.contains(&key), "{keys:?} {key}");
+                assert_eq!(pos, below, "{keys:?} {key}");
+                assert!(probes.n <= 4 && probes.iter().all(|i| i < n));
+                let (lar, probes) = bsearch_lar(&keys, key);
+                let not_above = keys.partition_point(|&k| key_rank(k) <= key_rank(key));
+                assert_eq!(lar, not_above, "{keys:?} {key}");
+                assert!(probes.n <= 4);
+            }
+        }
+    }
+
+    /// Every bucket's tree after the map is a B+tree of order 3 holding exactly the words
+    /// that landed in the bucket, in order, and every node's parent link points back.
+    #[test]
+    fn the_map_builds_metis_btrees() {
+        let m = metis(App::Wc, 1 << 20, 20_000, 4, 2);
+        let res = m.result();
+        let mut levels = 0;
+        for (t, st) in res.tables.iter().enumerate() {
+            let mut seen = 0;
+            for (&(p, b), &(root, nlevel)) in &st.trees {
+                levels = levels.max(nlevel);
+                assert!(st.nodes[root as usize].parent.is_none());
+                // depth of every path is nlevel
+                let mut stack = vec![(root, 1u16)];
+                while let Some((n, d)) = stack.pop() {
+                    let node = &st.nodes[n as usize];
+                    if node.kids.is_empty() {
+                        assert_eq!(d, nlevel);
+                        assert!((1..=2 * ORDER + 1).contains(&node.keys.len()));
+                    } else {
+                        assert_eq!(node.kids.len(), node.keys.len() + 1);
+                        assert!(node.keys.len() <= 2 * ORDER);
+                        for &k in &node.kids {
+                            assert_eq!(st.nodes[k as usize].parent, Some(n));
+                            stack.push((k, d + 1));
+                        }
+                    }
+                }
+                let (_, leaves) = st.leaves(p, b);
+                let keys: Vec<u32> = leaves
+                    .iter()
+                    .flat_map(|&l| st.nodes[l as usize].keys.clone())
+                    .collect();
+                assert!(keys.windows(2).all(|w| key_rank(w[0]) < key_rank(w[1])));
+                assert!(keys.iter().all(|&w| m.place(w) == (p, b)));
+                seen += keys.len();
+            }
+            let distinct: usize = st.cells.iter().map(Vec::len).sum();
+            assert_eq!(
+                seen, distinct,
+                "thread {t}: every key once, in its bucket's tree"
+            );
+            assert_eq!(st.key_at.len(), distinct);
+            // a key copy and a share of a node each: about 90 bytes a key
+            assert!(st.heap_bytes() > distinct as u64 * (32 + 288 / 8));
+        }
+        assert!(
+            levels >= 3,
+            "buckets of hundreds of keys grow internal levels: {levels}"
+        );
+    }
+
+    #[test]
+    fn wr_value_arrays_double_by_realloc_and_hold_every_position() {
+        let m = metis(App::Wr, 256 << 10, 3_000, 8, 2);
+        let res = m.result();
+        for st in &res.tables {
+            let positions: u64 = st.values.values().map(|v| v.len as u64).sum();
+            let counted: u64 = st.cells.iter().flatten().map(|&(_, c)| c as u64).sum();
+            assert_eq!(positions, counted);
+            for v in st.values.values() {
+                assert!(v.alloc >= v.len && v.alloc.is_power_of_two() && v.alloc >= 8);
+                assert!(v.len > v.alloc / 2 || v.alloc == VALUES_FIRST);
+            }
+        }
     }
 }
