@@ -425,6 +425,8 @@ pub struct Simulator {
     barrier: BarrierDepartures,
     cfg: SimConfig,
     workload_name: String,
+    /// Threads whose CPUs the workload chose itself (a mix's `cpus=`, Metis' affinity).
+    self_placed: usize,
     phases: Vec<PhaseStats>,
     now: f64,
     policy_ns: f64,
@@ -719,6 +721,7 @@ impl Simulator {
             core_threads: Vec::new(),
             barrier,
             workload_name: workload.name(),
+            self_placed: workload.placements().thread_cpus.len(),
             host_isa,
             cfg,
             phases: Vec::new(),
@@ -2061,7 +2064,10 @@ impl Simulator {
             machine: machine.id.clone(),
             workload: workload_name,
             threads: threads.len(),
-            pinning: cfg.pinning.to_string(),
+            pinning: match self.self_placed {
+                0 => cfg.pinning.to_string(),
+                k => format!("{} ({k} threads placed by the workload)", cfg.pinning),
+            },
             mempolicy: cfg.task_policy.to_string(),
             thp: cfg.thp.to_string(),
             hugetlb: cfg.hugetlb.map_or("none".into(), |s| s.to_string()),

@@ -10,21 +10,34 @@
 //!   fault-around), never a huge page. `metis-wrmem` generates
 //!   its input in memory: the master writes it all (phase `setup`), first touch on its node.
 //! * **setup** (the master, before the workers start: `mr_setup`): besides wrmem's input, the
-//!   T rows of map buckets, each `malloc`'d and every bucket initialised by the master
-//!   (`kvst_init` → `mbm_mbks_init` in Metis' bucket managers), so the whole matrix is first
-//!   touched on the master's node. Left out: Metis' sampling run over 5 % of the splits
+//!   T rows of map buckets, each `malloc`'d (a row is T × `buckets` `btree_t`s of 24 bytes)
+//!   and every bucket initialised by the master (`kvst_init` → `mbm_mbks_init` in Metis'
+//!   bucket managers), then `map_out`, one 16-byte array header per bucket, so all of it is
+//!   first touched on the master's node. Left out: Metis' sampling run over 5 % of the splits
 //!   (`mr_sample`), which sizes the reduce side and whose results the workers rehash.
 //! * **map**: splits of `split` bytes taken from the task queue (`schedule(dynamic)`-like,
-//!   [`crate::kernel::dynamic_schedule`]). A map thread streams its split and, per word, looks
-//!   the word up in its own row of the T × T partition matrix: a bucket read, a dependent read
-//!   of the bucket's first node and of the word's node if it differs (buckets hold small sorted
-//!   trees, two levels here). wc combines (read-modify-write of the count); wr / wrmem append
-//!   the position to the word's value list (a write, a new 64 B block every 8 positions). New
-//!   words get a node from the thread's own arena (Metis' allocator: first touch by the mapper).
-//! * **reduce**: thread r takes column r: every map thread's cell (t, r), bucket array streamed,
-//!   each node read through its pointer (and for wr each value block), and one output pair per
-//!   distinct word written to its slice of the output (first touch by the reducer).
+//!   [`crate::kernel::dynamic_schedule`]). A map thread streams its split and inserts each
+//!   word into its own row's bucket, a B+tree of order 3 (lib/keyvals_btree.c, the default
+//!   `btreebktmgr`): from the bucket's root down to a leaf, each node searched by Metis'
+//!   `bsearch_lar` / `bsearch_eq`, and every compare reads a slot's key pointer and the key
+//!   copy it points to (`strcmp`). A new word moves the leaf's later slots up, gets its key
+//!   copied into a fresh `malloc` chunk (wc.c's `keycopy`), and a full node splits (a new
+//!   node `calloc`'d, half the slots copied, the separator pushed up, up to a new root). wc
+//!   keeps the count in the slot (its value modifier: a read-modify-write); wr / wrmem append
+//!   the position to the key's value array, 8 pointers at first and doubled by `realloc`
+//!   (value_helper.c). Every allocation comes from the thread's own glibc arena, chunks in
+//!   request order with glibc's sizes ([`malloc_chunk_bytes`]), each thread's heap aligned to
+//!   2 MiB (glibc's are 64 MiB heaps of their own), so a huge page never holds two threads'
+//!   tables.
+//! * **reduce**: thread r runs its partition's bucket columns (`mbm_do_reduce_task`): per
+//!   column, every map thread's tree of that bucket walked leaf by leaf, each pair's slot and
+//!   key read (the merge compares keys; wr also reads the value array), and one output pair
+//!   per distinct word written to its slice of the output (first touch by the reducer).
 //! * **merge**: log2 T rounds of pairwise merges of sorted runs, alternating two buffers.
+//!
+//! Left out besides the sampling run: the mmap_lock writes of glibc's arena growth (a thread
+//! heap grows by `mprotect`, one page at a time for small requests: `grow_heap`), the frees
+//! of the reduce (`pch_shallow_free`) and its iterators' 16-byte mallocs.
 //!
 //! Barriers separate the phases. The word stream and the task schedule are deterministic, so
 //! the map result is replayed (once, shared) to know what each reducer finds.
@@ -32,7 +45,9 @@
 use crate::emit::{Gen, Script, Span, SplitMix64, Status, CHUNK_OPS};
 use crate::kernel::{compute, dynamic_schedule};
 use crate::spec::{Params, WorkloadError};
-use numalab_core::workload::{AccessKind, AddressSpace, MapOptions, Op, ThreadSpec, Workload};
+use numalab_core::workload::{
+    AccessKind, AddressSpace, MapOptions, Op, Placements, ThreadSpec, Workload,
+};
 use numalab_core::TaskId;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -41,7 +56,7 @@ pub const KEYS: &[&str] = &["input", "vocab", "split", "buckets", "seed"];
 pub const WC: &str = "metis-wc";
 pub const WR: &str = "metis-wr";
 pub const WRMEM: &str = "metis-wrmem";
-pub const DESCRIPTION_WC: &str = "Metis word count: input mmapped from the page cache, map splits from a task queue into per-thread hash tables (combining counts), column-wise reduce, merge sort (§4.4). \
+pub const DESCRIPTION_WC: &str = "Metis word count: input mmapped from the page cache, map splits from a task queue into per-thread B+trees, one per bucket (combining counts), column-wise reduce, merge sort (§4.4). \
 keys: input=bytes of text (1G, E), vocab=distinct words (1000000, E), split=bytes per map task (1M, E), buckets=hash buckets per partition cell (default: Metis' sizing, about 10 keys a bucket and at least 16 per thread), seed=1";
 pub const DESCRIPTION_WR: &str = "Metis inverted index (wr): as metis-wc but appending word positions to per-key value lists (§4.4). \
 keys: input=bytes of text (1G, E), vocab=distinct words (1000000, E), split=bytes per map task (1M, E), buckets=hash buckets per partition cell (default: Metis' sizing, about 10 keys a bucket and at least 16 per thread), seed=1";
@@ -873,6 +888,17 @@ impl Workload for Metis {
 
     fn threads(&self) -> usize {
         self.threads
+    }
+
+    /// Metis pins its threads itself: worker i calls `sched_setaffinity` for CPU i and the
+    /// master stays on CPU 0 (lib/pthreadpool.c, `mthread_entry` and `mthread_init`, through
+    /// `lcpu_to_pcpu[i] = i` of lib/cpumap.c), whatever the launcher asked. A machine with
+    /// fewer CPUs than threads is refused, as Metis' own `assert` refuses it.
+    fn placements(&self) -> Placements {
+        Placements {
+            task_policies: Vec::new(),
+            thread_cpus: (0..self.threads).map(|t| (t, t.to_string(), 0)).collect(),
+        }
     }
 
     fn build(&self, mem: &mut dyn AddressSpace) -> Vec<ThreadSpec> {

@@ -333,6 +333,19 @@ impl Workload for Mix {
                     top: None,
                 };
                 let specs = it.workload.build(&mut space);
+                // a program that places itself (Metis pins its threads) keeps its placements
+                // unless the mix gives it CPUs of its own
+                let own = it.workload.placements();
+                if it.cpus.is_none() {
+                    for (t, list, k) in own.thread_cpus {
+                        placed.thread_cpus.push((out.len() + t, list, k));
+                    }
+                }
+                if it.mempolicy.is_none() {
+                    for (task, p) in own.task_policies {
+                        placed.task_policies.push((TaskId(task.0 + next_task), p));
+                    }
+                }
                 let top = specs
                     .iter()
                     .map(|s| s.task.0 + next_task)

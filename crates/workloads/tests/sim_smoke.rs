@@ -143,6 +143,44 @@ fn metis_simulates() {
     smoke("metis-wrmem:input=256K,vocab=20000,split=32K", 3);
 }
 
+/// Metis pins worker i to CPU i itself (lib/pthreadpool.c), whatever the run's pinning, alone
+/// or in a mix; on a machine with fewer CPUs than threads the run is refused, naming the CPU.
+#[test]
+fn metis_pins_its_threads_itself() {
+    let m = numalab_machine::preset("xeon-e5-2699v4-2n").expect("preset exists");
+    let w = by_spec("metis-wc:input=256K,vocab=5000,split=16K", 4).unwrap();
+    let cfg = SimConfig {
+        pinning: numalab_sim::Pinning::Sequential,
+        ..Default::default()
+    };
+    let r = simulate(&m, w.as_ref(), cfg).unwrap();
+    let cpus: Vec<u32> = r.per_thread.iter().map(|t| t.cpu).collect();
+    assert_eq!(
+        cpus,
+        vec![0, 1, 2, 3],
+        "sequential would spread them over both nodes"
+    );
+    // in a mix, each copy pins to CPUs 0.. as the real program would, and they take turns
+    let mix = by_spec(
+        "mix:metis-wc(input=128K;vocab=2000;split=16K;threads=2)*2+lbm-like(nx=20;ny=20;nz=10;steps=1)",
+        1,
+    )
+    .unwrap();
+    let r = simulate(&m, mix.as_ref(), SimConfig::default()).unwrap();
+    let cpus: Vec<u32> = r.per_thread.iter().map(|t| t.cpu).collect();
+    assert_eq!(&cpus[..4], &[0, 1, 0, 1]);
+    assert!(
+        !cpus[..4].contains(&cpus[4]),
+        "lbm takes a free CPU: {cpus:?}"
+    );
+    let too_many = by_spec("metis-wc:input=256K,vocab=5000,split=16K", 90).unwrap();
+    let e = simulate(&m, too_many.as_ref(), SimConfig::default())
+        .err()
+        .expect("88 CPUs for 90 threads")
+        .to_string();
+    assert!(e.contains("CPU 88 does not exist"), "{e}");
+}
+
 #[test]
 fn ssca2_simulates() {
     let r = smoke("ssca2:log2_vertices=12,sources=2", 4);
