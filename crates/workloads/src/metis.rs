@@ -36,8 +36,12 @@
 //! * **merge**: log2 T rounds of pairwise merges of sorted runs, alternating two buffers.
 //!
 //! Left out besides the sampling run: the mmap_lock writes of glibc's arena growth (a thread
-//! heap grows by `mprotect`, one page at a time for small requests: `grow_heap`), the frees
-//! of the reduce (`pch_shallow_free`) and its iterators' 16-byte mallocs.
+//! heap grows by `mprotect`, by the page-rounded need of the malloc that ran out:
+//! `grow_heap`), and with them the VMA's edge, which keeps THP from backing a heap grown a page
+//! at a time (the model maps each heap whole: whether G14's Metis used glibc or MOSBENCH's
+//! Streamflow, whose 8 MB `mmap`s THP backs, is not published); the master allocating from
+//! glibc's main arena, beside the bucket rows (the model gives it a heap like the others'); the
+//! frees of the reduce (`pch_shallow_free`) and its iterators' 16-byte mallocs.
 //!
 //! Barriers separate the phases. The word stream and the task schedule are deterministic, so
 //! the map result is replayed (once, shared) to know what each reducer finds.
@@ -76,8 +80,7 @@ pub const PHASE_MERGE: u16 = 3;
 pub const WORD_BYTES: u64 = 8;
 /// Tokenising and hashing a word (E).
 pub const CYCLES_PER_WORD: u64 = 30;
-/// Words per emission unit of the map (a word makes 10-20 references: a fill stays near
-/// `CHUNK_OPS`).
+/// Words of text streamed at a time by a map thread (2 KiB).
 const WORDS_PER_UNIT: u64 = 256;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -393,8 +396,8 @@ fn bsearch_eq(keys: &[u32], key: u32) -> (usize, bool, Probes) {
 /// positions compared.
 fn bsearch_lar(keys: &[u32], key: u32) -> (usize, Probes) {
     let mut p = Probes::default();
-    // `key` is never equal to an index key here: it is either being looked up (then ≥ counts
-    // as "go right", as the source's `res >= 0`) or pushed up, and ranks are distinct
+    // a word looked up may equal a separator (a copy of its leaf's first key): `res >= 0`
+    // sends it right, to that leaf; distinct words have distinct ranks
     let mut ge = |i: usize| {
         p.push(i);
         keys[i] == key || key_rank(key) > key_rank(keys[i])
@@ -497,6 +500,11 @@ impl Emit<'_> {
                 });
             }
         }
+    }
+
+    /// Ops appended so far (none while replaying).
+    fn len(&self) -> usize {
+        self.out.as_ref().map_or(0, |o| o.len())
     }
 
     fn heap_op(&mut self, at: u64, kind: AccessKind) {
@@ -796,23 +804,28 @@ impl MapState {
         }
     }
 
-    /// The leaves of a bucket's tree, left to right, and the internal nodes on the way down
-    /// to the first (`pch_iter_begin` follows `arr[0].vals`).
-    fn leaves(&self, p: usize, b: u64) -> (Vec<u32>, Vec<u32>) {
+    /// The internal nodes on the way down to a bucket's first leaf (`pch_iter_begin`
+    /// follows `arr[0].vals`), and that leaf (None: an empty bucket).
+    fn first_leaf(&self, p: usize, b: u64) -> (Vec<u32>, Option<u32>) {
         let Some(&(root, nlevel)) = self.trees.get(&(p, b)) else {
-            return (Vec::new(), Vec::new());
+            return (Vec::new(), None);
         };
         let (mut node, mut down) = (root, Vec::new());
         for _ in 1..nlevel {
             down.push(node);
             node = self.nodes[node as usize].kids[0];
         }
-        let mut leaves = vec![node];
-        while let Some(n) = self.nodes[node as usize].next {
+        (down, Some(node))
+    }
+
+    /// A bucket's leaves, left to right.
+    #[cfg(test)]
+    fn leaves(&self, p: usize, b: u64) -> Vec<u32> {
+        let mut leaves: Vec<u32> = self.first_leaf(p, b).1.into_iter().collect();
+        while let Some(n) = leaves.last().and_then(|&l| self.nodes[l as usize].next) {
             leaves.push(n);
-            node = n;
         }
-        (down, leaves)
+        leaves
     }
 }
 
@@ -823,7 +836,7 @@ pub struct MapResult {
     pub splits: Vec<Vec<u32>>,
     /// Per map thread t: per partition r, (word, occurrences) in insertion order.
     pub cells: Vec<Vec<Vec<(u32, u32)>>>,
-    /// Per map thread: its tables as the map left them.
+    /// Per map thread: its tables as the map left them (their cells moved to `cells`).
     pub tables: Vec<MapState>,
     /// Distinct words per partition (the reducer's output length).
     pub out_len: Vec<u64>,
@@ -845,9 +858,15 @@ impl Metis {
                             st.insert(self, self.word(w), 0, &mut e);
                         }
                     }
+                    // what only the map needs goes; the cells move to the result
+                    st.cell_pos = HashMap::new();
+                    st.heap.free_lists = HashMap::new();
                     tables.push(st);
                 }
-                let cells: Vec<_> = tables.iter().map(|s| s.cells.clone()).collect();
+                let cells: Vec<_> = tables
+                    .iter_mut()
+                    .map(|s| std::mem::take(&mut s.cells))
+                    .collect();
                 let out_len = (0..self.threads)
                     .map(|p| {
                         let mut seen = std::collections::HashSet::new();
@@ -1009,6 +1028,8 @@ impl Workload for Metis {
                     maps,
                     r: t,
                     b: 0,
+                    t: 0,
+                    leaf: None,
                     res: None,
                     seen: HashMap::new(),
                 });
@@ -1036,8 +1057,8 @@ struct MapGen {
     t: usize,
     splits: Vec<u32>,
     next: usize,
-    /// (next word, end) of the current split.
-    word: Option<(u64, u64)>,
+    /// In the current split: the next word, the end of the text streamed so far, the end.
+    word: Option<(u64, u64, u64)>,
     state: MapState,
 }
 
@@ -1047,48 +1068,58 @@ impl Gen for MapGen {
             if out.len() >= CHUNK_OPS {
                 return Status::More;
             }
-            let (lo, hi) = match self.word {
-                Some(w) => w,
+            let (mut w, mut streamed, hi) = match self.word {
+                Some(x) => x,
                 None => {
                     let Some(&s) = self.splits.get(self.next) else {
                         return Status::Done;
                     };
                     self.next += 1;
-                    let w = self.m.split_words(s as u64);
-                    self.word = Some(w);
-                    w
+                    let (lo, hi) = self.m.split_words(s as u64);
+                    (lo, lo, hi)
                 }
             };
-            let end = (lo + WORDS_PER_UNIT).min(hi);
-            // the split's text, streamed
-            let sp = Span::covering(
-                self.maps.input,
-                lo * WORD_BYTES,
-                end * WORD_BYTES,
-                AccessKind::Read,
-            );
-            out.push(Op::Run {
-                base: sp.addr,
-                lines: sp.lines as u32,
-                stride_bytes: 64,
-                kind: sp.kind,
-            });
+            if w == streamed {
+                // the split's next stretch of text, streamed
+                streamed = (w + WORDS_PER_UNIT).min(hi);
+                let sp = Span::covering(
+                    self.maps.input,
+                    w * WORD_BYTES,
+                    streamed * WORD_BYTES,
+                    AccessKind::Read,
+                );
+                if sp.lines > 0 {
+                    out.push(Op::Run {
+                        base: sp.addr,
+                        lines: sp.lines as u32,
+                        stride_bytes: 64,
+                        kind: sp.kind,
+                    });
+                }
+            }
             let heap = self.maps.arena + self.t as u64 * self.maps.arena_stride;
             let mut e = Emit {
                 out: Some(&mut *out),
                 heap,
             };
-            for w in lo..end {
+            let start = w;
+            // word by word, so that a fill stays near CHUNK_OPS however deep the trees are
+            while w < streamed && e.len() < CHUNK_OPS {
                 let word = self.m.word(w);
                 let (p, b) = self.m.place(word);
                 let bucket = self.maps.bucket(&self.m, self.t, p, b);
                 self.state.insert(&self.m, word, bucket, &mut e);
+                w += 1;
             }
             out.push(compute(
-                (end - lo) * CYCLES_PER_WORD,
-                (end - lo) * CYCLES_PER_WORD * 2,
+                (w - start) * CYCLES_PER_WORD,
+                (w - start) * CYCLES_PER_WORD * 2,
             ));
-            self.word = if end == hi { None } else { Some((end, hi)) };
+            self.word = if w == hi {
+                None
+            } else {
+                Some((w, streamed, hi))
+            };
         }
     }
 }
@@ -1101,11 +1132,26 @@ struct ReduceGen {
     m: Metis,
     maps: Maps,
     r: usize,
-    /// The next bucket column of the partition.
+    /// The bucket column, the map thread whose tree of it is being walked, and that tree's
+    /// next leaf (None: the tree not begun).
     b: u64,
+    t: usize,
+    leaf: Option<u32>,
     res: Option<Arc<MapResult>>,
     /// word → output slot of this reducer.
     seen: HashMap<u32, u64>,
+}
+
+impl ReduceGen {
+    /// On to the next map thread's tree, or the next column.
+    fn next_tree(&mut self) {
+        self.leaf = None;
+        self.t += 1;
+        if self.t == self.m.threads {
+            self.t = 0;
+            self.b += 1;
+        }
+    }
 }
 
 impl Gen for ReduceGen {
@@ -1113,71 +1159,84 @@ impl Gen for ReduceGen {
         let res = self.res.get_or_insert_with(|| self.m.result()).clone();
         let out_base: u64 =
             self.maps.out[0] + res.out_len[..self.r].iter().sum::<u64>() * PAIR_BYTES;
-        while self.b < self.m.buckets {
+        loop {
+            if self.b >= self.m.buckets {
+                return Status::Done;
+            }
             if out.len() >= CHUNK_OPS {
                 return Status::More;
             }
-            let mut pairs = 0u64;
-            for (t, tables) in res.tables.iter().enumerate() {
-                let heap = self.maps.arena + t as u64 * self.maps.arena_stride;
-                out.push(Op::Access {
-                    addr: self.maps.bucket(&self.m, t, self.r, self.b),
-                    kind: AccessKind::Read,
-                });
-                let (down, leaves) = tables.leaves(self.r, self.b);
-                for n in down {
+            let tables = &res.tables[self.t];
+            let heap = self.maps.arena + self.t as u64 * self.maps.arena_stride;
+            let leaf = match self.leaf {
+                Some(l) => l,
+                None => {
+                    // pch_iter_begin: the bucket, then arr[0].vals down to the first leaf
                     out.push(Op::Access {
-                        addr: heap + tables.nodes[n as usize].slot(0) + 8,
-                        kind: AccessKind::DependentRead,
+                        addr: self.maps.bucket(&self.m, self.t, self.r, self.b),
+                        kind: AccessKind::Read,
                     });
-                }
-                for leaf in leaves {
-                    let node = &tables.nodes[leaf as usize];
-                    out.push(Op::Access {
-                        addr: heap + node.at,
-                        kind: AccessKind::DependentRead,
-                    });
-                    for (i, &word) in node.keys.iter().enumerate() {
+                    let (down, first) = tables.first_leaf(self.r, self.b);
+                    for n in down {
                         out.push(Op::Access {
-                            addr: heap + node.slot(i),
-                            kind: AccessKind::Read,
-                        });
-                        out.push(Op::Access {
-                            addr: heap + tables.key_at[&word],
+                            addr: heap + tables.nodes[n as usize].slot(0) + 8,
                             kind: AccessKind::DependentRead,
                         });
-                        if let Some(v) = tables.values.get(&word) {
-                            let sp =
-                                Span::covering(heap + v.at, 0, v.len as u64 * 8, AccessKind::Read);
-                            out.push(Op::Run {
-                                base: sp.addr,
-                                lines: sp.lines as u32,
-                                stride_bytes: 64,
-                                kind: AccessKind::Read,
-                            });
-                        }
-                        let n = self.seen.len() as u64;
-                        let slot = *self.seen.entry(word).or_insert(n);
-                        out.push(Op::Access {
-                            addr: out_base + slot * PAIR_BYTES,
-                            kind: if slot == n {
-                                AccessKind::Write
-                            } else {
-                                AccessKind::ReadModifyWrite
-                            },
-                        });
-                        pairs += 1;
                     }
-                    out.push(Op::Access {
-                        addr: heap + node.at + NEXT_OFFSET,
+                    match first {
+                        Some(l) => l,
+                        None => {
+                            self.next_tree();
+                            continue;
+                        }
+                    }
+                }
+            };
+            let node = &tables.nodes[leaf as usize];
+            out.push(Op::Access {
+                addr: heap + node.at,
+                kind: AccessKind::DependentRead,
+            });
+            for (i, &word) in node.keys.iter().enumerate() {
+                out.push(Op::Access {
+                    addr: heap + node.slot(i),
+                    kind: AccessKind::Read,
+                });
+                out.push(Op::Access {
+                    addr: heap + tables.key_at[&word],
+                    kind: AccessKind::DependentRead,
+                });
+                if let Some(v) = tables.values.get(&word) {
+                    let sp = Span::covering(heap + v.at, 0, v.len as u64 * 8, AccessKind::Read);
+                    out.push(Op::Run {
+                        base: sp.addr,
+                        lines: sp.lines as u32,
+                        stride_bytes: 64,
                         kind: AccessKind::Read,
                     });
                 }
+                let n = self.seen.len() as u64;
+                let slot = *self.seen.entry(word).or_insert(n);
+                out.push(Op::Access {
+                    addr: out_base + slot * PAIR_BYTES,
+                    kind: if slot == n {
+                        AccessKind::Write
+                    } else {
+                        AccessKind::ReadModifyWrite
+                    },
+                });
             }
+            out.push(Op::Access {
+                addr: heap + node.at + NEXT_OFFSET,
+                kind: AccessKind::Read,
+            });
+            let pairs = node.keys.len() as u64;
             out.push(compute(pairs * 20, pairs * 40));
-            self.b += 1;
+            match node.next {
+                Some(n) => self.leaf = Some(n),
+                None => self.next_tree(),
+            }
         }
-        Status::Done
     }
 }
 
@@ -1295,6 +1354,31 @@ mod tests {
         }
     }
 
+    /// The positions compared, in order, as lib/bsearch.c compares them (worked by hand on
+    /// eight keys ranked 0..7).
+    #[test]
+    fn binary_searches_compare_in_metis_order() {
+        let mut keys: Vec<u32> = (0..200u32).collect();
+        keys.sort_by_key(|&w| key_rank(w));
+        let keys = &keys[..8];
+        let probes = |p: Probes| p.iter().collect::<Vec<_>>();
+        // above the last: one compare
+        let above = (200..10_000u32)
+            .find(|&w| key_rank(w) > key_rank(keys[7]))
+            .unwrap();
+        let (pos, found, p) = bsearch_eq(keys, above);
+        assert_eq!((pos, found, probes(p)), (8, false, vec![7]));
+        // key 2 itself: E[7], then mid 3 (below: right = 2), mid 1 (above: left = 2), E[2]
+        let (pos, found, p) = bsearch_eq(keys, keys[2]);
+        assert_eq!((pos, found, probes(p)), (2, true, vec![7, 3, 1, 2]));
+        // key 5 in bsearch_lar: E[7], mid 3 (left = 4), mid 5 (left = 6), E[6]: position 6
+        let (pos, p) = bsearch_lar(keys, keys[5]);
+        assert_eq!((pos, probes(p)), (6, vec![7, 3, 5, 6]));
+        // two keys: E[1], then E[0]
+        let (pos, found, p) = bsearch_eq(&keys[..2], keys[0]);
+        assert_eq!((pos, found, probes(p)), (0, true, vec![1, 0]));
+    }
+
     /// Every bucket's tree after the map is a B+tree of order 3 holding exactly the words
     /// that landed in the bucket, in order, and every node's parent link points back.
     #[test]
@@ -1311,9 +1395,18 @@ mod tests {
                 let mut stack = vec![(root, 1u16)];
                 while let Some((n, d)) = stack.pop() {
                     let node = &st.nodes[n as usize];
+                    // a split leaves a leaf 4 keys, an internal node 3 (keyvals_btree.c)
+                    let least = if n == root {
+                        1
+                    } else if node.kids.is_empty() {
+                        ORDER + 1
+                    } else {
+                        ORDER
+                    };
+                    assert!(node.keys.len() >= least, "{} keys", node.keys.len());
                     if node.kids.is_empty() {
                         assert_eq!(d, nlevel);
-                        assert!((1..=2 * ORDER + 1).contains(&node.keys.len()));
+                        assert!(node.keys.len() <= 2 * ORDER + 1);
                     } else {
                         assert_eq!(node.kids.len(), node.keys.len() + 1);
                         assert!(node.keys.len() <= 2 * ORDER);
@@ -1323,7 +1416,7 @@ mod tests {
                         }
                     }
                 }
-                let (_, leaves) = st.leaves(p, b);
+                let leaves = st.leaves(p, b);
                 let keys: Vec<u32> = leaves
                     .iter()
                     .flat_map(|&l| st.nodes[l as usize].keys.clone())
@@ -1332,7 +1425,7 @@ mod tests {
                 assert!(keys.iter().all(|&w| m.place(w) == (p, b)));
                 seen += keys.len();
             }
-            let distinct: usize = st.cells.iter().map(Vec::len).sum();
+            let distinct: usize = res.cells[t].iter().map(Vec::len).sum();
             assert_eq!(
                 seen, distinct,
                 "thread {t}: every key once, in its bucket's tree"
@@ -1351,9 +1444,9 @@ mod tests {
     fn wr_value_arrays_double_by_realloc_and_hold_every_position() {
         let m = metis(App::Wr, 256 << 10, 3_000, 8, 2);
         let res = m.result();
-        for st in &res.tables {
+        for (t, st) in res.tables.iter().enumerate() {
             let positions: u64 = st.values.values().map(|v| v.len as u64).sum();
-            let counted: u64 = st.cells.iter().flatten().map(|&(_, c)| c as u64).sum();
+            let counted: u64 = res.cells[t].iter().flatten().map(|&(_, c)| c as u64).sum();
             assert_eq!(positions, counted);
             for v in st.values.values() {
                 assert!(v.alloc >= v.len && v.alloc.is_power_of_two() && v.alloc >= 8);

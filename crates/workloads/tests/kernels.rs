@@ -1109,6 +1109,52 @@ fn metis_wc_counts_every_word_and_reduces_each_distinct_word_once() {
     );
 }
 
+/// Deep trees (one bucket per cell) and shallow ones: every thread stays inside the mappings,
+/// each fill stays small (`run_all` checks both), and a map thread writes only below the top
+/// of its heap that the shared replay found, so the reducers read what the mappers wrote.
+#[test]
+fn metis_threads_stay_in_their_heaps_and_fill_in_small_chunks() {
+    use numalab_workloads::metis::{App, Metis, KEYS, PHASE_MAP};
+    for (app, spec) in [
+        (
+            App::Wc,
+            "metis-wc:input=256K,vocab=5000,split=16K,buckets=1",
+        ),
+        (
+            App::Wr,
+            "metis-wr:input=256K,vocab=3000,split=16K,buckets=2",
+        ),
+        (App::Wc, "metis-wc:input=512K,vocab=20000,split=16K"),
+    ] {
+        let threads = 3;
+        run_all(spec, threads);
+        let name = spec.split(':').next().unwrap();
+        let m = Metis::from_params(app, &params(name, KEYS, spec), threads).unwrap();
+        let res = m.result();
+        let (_, space, mut specs) = build(spec, threads);
+        let arena = space.by_name("metis.arena").unwrap();
+        let stride = arena.bytes / threads as u64;
+        for (t, s) in specs.iter_mut().enumerate() {
+            let top = res.tables[t].heap_bytes();
+            let ops = drain(s);
+            let highest = phase_ops(&ops, PHASE_MAP)
+                .iter()
+                .flat_map(|op| op.accesses(None).collect::<Vec<_>>())
+                .filter(|&(a, _)| (arena.start..arena.start + arena.bytes).contains(&a))
+                .map(|(a, _)| a - arena.start - t as u64 * stride)
+                .max()
+                .unwrap_or(0);
+            // a chunk's user data reaches 8 bytes into the next chunk's `prev_size`: at the
+            // top, the top chunk's
+            assert!(
+                highest < top + 8,
+                "{spec}: thread {t} touched {highest} of a {top}-byte heap"
+            );
+            assert!(top > 0);
+        }
+    }
+}
+
 #[test]
 fn metis_wr_appends_every_position_and_master_owns_the_input() {
     let (_, space, sums) = run_all("metis-wrmem:input=128K,vocab=2000,split=8K,buckets=32", 3);

@@ -175,8 +175,7 @@ fn metis_pins_its_threads_itself() {
     );
     let too_many = by_spec("metis-wc:input=256K,vocab=5000,split=16K", 90).unwrap();
     let e = simulate(&m, too_many.as_ref(), SimConfig::default())
-        .err()
-        .expect("88 CPUs for 90 threads")
+        .expect_err("88 CPUs for 90 threads")
         .to_string();
     assert!(e.contains("CPU 88 does not exist"), "{e}");
 }
