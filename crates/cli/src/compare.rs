@@ -71,6 +71,11 @@ pub fn sim(args: SimArgs) -> Result<()> {
             }
         })
         .collect::<Result<_>>()?;
+    let mut notes: Vec<String> = specs.iter().filter_map(RunSpec::pinning_note).collect();
+    notes.dedup();
+    for n in notes {
+        eprintln!("note: {n}");
+    }
     // the same check as a study file's sample_period (numalab_study::sampler_off_problem)
     if let Some(why) = numalab_study::sampler_off_problem(
         args.sample_period,

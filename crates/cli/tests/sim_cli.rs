@@ -359,3 +359,46 @@ fn json_to_standard_output_with_a_dash() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A workload that pins its own threads (Metis) keeps its CPUs whatever `--pin` says, and the
+/// user is told so: a note on standard error, and the table's pinning names the override.
+#[test]
+fn a_pin_the_workload_overrides_is_noted() {
+    let exe = env!("CARGO_BIN_EXE_numalab");
+    let run = |pin: &str| {
+        Command::new(exe)
+            .args([
+                "sim",
+                "-q",
+                "-m",
+                "xeon-x5650-2n",
+                "-w",
+                "metis-wc:input=128K,vocab=2000,split=16K",
+                "-t",
+                "4",
+                "--pin",
+                pin,
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = run("sockets");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("note: --pin sockets") && err.contains("places 4 of its 4 threads itself"),
+        "{err}"
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("pinning sockets (4 threads placed by the workload)"),
+        "{table}"
+    );
+    let out = run("none");
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("note:"));
+}

@@ -29,6 +29,25 @@ pub struct RunSpec {
 }
 
 impl RunSpec {
+    /// A note for the user when `--pin` asks for a placement that the workload overrides: a
+    /// program that sets its own CPU affinity (Metis pins worker i to CPU i) keeps it, as a
+    /// real `sched_setaffinity` overrides the launcher's.
+    pub fn pinning_note(&self) -> Option<String> {
+        if self.pin == Pinning::None {
+            return None;
+        }
+        let w = numalab_workloads::by_spec(&self.workload, self.threads).ok()?;
+        let own = w.placements().thread_cpus.len();
+        (own > 0).then(|| {
+            format!(
+                "--pin {}: {} places {own} of its {} threads itself (its own CPU affinity, as the real program sets it), whatever --pin says",
+                self.pin,
+                w.name(),
+                w.threads()
+            )
+        })
+    }
+
     /// The simulator's configuration for this run (fresh policy objects; no progress callback).
     pub fn sim_config(&self, epoch_ns: f64, sample_period: u64) -> SimConfig {
         SimConfig {
