@@ -481,10 +481,14 @@ struct Emit<'a> {
 }
 
 impl Emit<'_> {
-    fn op(&mut self, addr: u64, kind: AccessKind) {
+    fn push(&mut self, op: Op) {
         if let Some(out) = self.out.as_deref_mut() {
-            out.push(Op::Access { addr, kind });
+            out.push(op);
         }
+    }
+
+    fn op(&mut self, addr: u64, kind: AccessKind) {
+        self.push(Op::Access { addr, kind });
     }
 
     /// `kind` on the lines of bytes `[at, at + bytes)` of the heap.
@@ -572,11 +576,6 @@ impl MapState {
     /// Bytes of the thread's heap in use.
     pub fn heap_bytes(&self) -> u64 {
         self.heap.top
-    }
-
-    /// Nodes of all its B+trees.
-    pub fn btree_nodes(&self) -> usize {
-        self.nodes.len()
     }
 
     /// `create_node`: `calloc(1, sizeof(btnode_t))`, cleared.
@@ -924,7 +923,6 @@ impl Workload for Metis {
         let task = TaskId(0);
         let o = MapOptions::default;
         let nt = self.threads as u64;
-        let splits = self.schedule();
         let res = self.result();
         // every map thread mallocs from an arena of its own: glibc gives each new thread one
         // (up to 8 per core), a heap of its own aligned to 64 MiB, so no page, huge or not,
@@ -1016,7 +1014,7 @@ impl Workload for Metis {
                     m: self.clone(),
                     maps,
                     t,
-                    splits: splits[t].clone(),
+                    splits: res.splits[t].clone(),
                     next: 0,
                     word: None,
                     state: MapState::new(self),
@@ -1167,21 +1165,24 @@ impl Gen for ReduceGen {
                 return Status::More;
             }
             let tables = &res.tables[self.t];
-            let heap = self.maps.arena + self.t as u64 * self.maps.arena_stride;
+            let mut e = Emit {
+                out: Some(&mut *out),
+                heap: self.maps.arena + self.t as u64 * self.maps.arena_stride,
+            };
             let leaf = match self.leaf {
                 Some(l) => l,
                 None => {
                     // pch_iter_begin: the bucket, then arr[0].vals down to the first leaf
-                    out.push(Op::Access {
-                        addr: self.maps.bucket(&self.m, self.t, self.r, self.b),
-                        kind: AccessKind::Read,
-                    });
+                    e.op(
+                        self.maps.bucket(&self.m, self.t, self.r, self.b),
+                        AccessKind::Read,
+                    );
                     let (down, first) = tables.first_leaf(self.r, self.b);
                     for n in down {
-                        out.push(Op::Access {
-                            addr: heap + tables.nodes[n as usize].slot(0) + 8,
-                            kind: AccessKind::DependentRead,
-                        });
+                        e.heap_op(
+                            tables.nodes[n as usize].slot(0) + 8,
+                            AccessKind::DependentRead,
+                        );
                     }
                     match first {
                         Some(l) => l,
@@ -1193,45 +1194,25 @@ impl Gen for ReduceGen {
                 }
             };
             let node = &tables.nodes[leaf as usize];
-            out.push(Op::Access {
-                addr: heap + node.at,
-                kind: AccessKind::DependentRead,
-            });
+            e.heap_op(node.at, AccessKind::DependentRead);
             for (i, &word) in node.keys.iter().enumerate() {
-                out.push(Op::Access {
-                    addr: heap + node.slot(i),
-                    kind: AccessKind::Read,
-                });
-                out.push(Op::Access {
-                    addr: heap + tables.key_at[&word],
-                    kind: AccessKind::DependentRead,
-                });
+                e.heap_op(node.slot(i), AccessKind::Read);
+                e.heap_op(tables.key_at[&word], AccessKind::DependentRead);
                 if let Some(v) = tables.values.get(&word) {
-                    let sp = Span::covering(heap + v.at, 0, v.len as u64 * 8, AccessKind::Read);
-                    out.push(Op::Run {
-                        base: sp.addr,
-                        lines: sp.lines as u32,
-                        stride_bytes: 64,
-                        kind: AccessKind::Read,
-                    });
+                    e.lines(v.at, v.len as u64 * 8, AccessKind::Read);
                 }
                 let n = self.seen.len() as u64;
                 let slot = *self.seen.entry(word).or_insert(n);
-                out.push(Op::Access {
-                    addr: out_base + slot * PAIR_BYTES,
-                    kind: if slot == n {
-                        AccessKind::Write
-                    } else {
-                        AccessKind::ReadModifyWrite
-                    },
-                });
+                let kind = if slot == n {
+                    AccessKind::Write
+                } else {
+                    AccessKind::ReadModifyWrite
+                };
+                e.op(out_base + slot * PAIR_BYTES, kind);
             }
-            out.push(Op::Access {
-                addr: heap + node.at + NEXT_OFFSET,
-                kind: AccessKind::Read,
-            });
+            e.heap_op(node.at + NEXT_OFFSET, AccessKind::Read);
             let pairs = node.keys.len() as u64;
-            out.push(compute(pairs * 20, pairs * 40));
+            e.push(compute(pairs * 20, pairs * 40));
             match node.next {
                 Some(n) => self.leaf = Some(n),
                 None => self.next_tree(),
