@@ -73,6 +73,10 @@ pub enum Op {
     /// A phase boundary (`id` is the workload's phase number); timings are kept per phase and
     /// next-touch / lazy-migration hooks fire here.
     Phase { id: u16 },
+    /// The program's own `move_pages(2)` call: the `pages` 4 KiB pages from `base` (page
+    /// aligned) to node `node`. The calling thread runs it: its time, copies and TLB
+    /// shootdowns are the thread's, as a policy's call made from a thread's hook is.
+    MovePages { base: u64, pages: u32, node: u16 },
 }
 
 /// The index array that a program's [`Op::Gather`]s read: element `i` of a gather is at
@@ -120,7 +124,9 @@ impl Op {
                 let t = table.expect("an Op::Gather needs the program's gather table");
                 Box::new(t.addresses(base, first, count).map(move |a| (a, kind)))
             }
-            Op::Compute { .. } | Op::Barrier | Op::Phase { .. } => Box::new(std::iter::empty()),
+            Op::Compute { .. } | Op::Barrier | Op::Phase { .. } | Op::MovePages { .. } => {
+                Box::new(std::iter::empty())
+            }
         }
     }
 }
@@ -269,7 +275,8 @@ pub struct Placements {
     /// (task, memory policy spec): the task's policy (`set_mempolicy`) instead of the run's.
     pub task_policies: Vec<(TaskId, String)>,
     /// (thread index in build order, CPU list, k): the thread runs on the list's k-th CPU
-    /// (modulo its length) and may run on any CPU of the list (its affinity).
+    /// (modulo its length) and may run on any CPU of the list (its affinity). The list is a
+    /// CPU list (`0-5,12`) or `node:N`, the CPUs of node N.
     pub thread_cpus: Vec<(usize, String, usize)>,
 }
 

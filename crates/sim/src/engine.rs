@@ -282,6 +282,9 @@ struct Thread {
     phase_names: &'static [&'static str],
     /// A phase op stopped the run so policies' `on_phase` can act first.
     hook_phase: Option<u16>,
+    /// A `move_pages` op stopped the run (`Op::MovePages`: base, pages, node): the call runs
+    /// before the thread goes on.
+    move_pages: Option<(u64, u32, u16)>,
 }
 
 impl Thread {}
@@ -598,6 +601,7 @@ impl Simulator {
                     phase: None,
                     phase_names,
                     hook_phase: None,
+                    move_pages: None,
                 }
             })
             .collect();
@@ -1101,10 +1105,30 @@ impl Simulator {
             if !self.sh.fault_refunds.is_empty() {
                 self.apply_fault_refunds();
             }
-            let Some(id) = self.threads[t].hook_phase.take() else {
-                return Ok(());
-            };
-            self.phase_hooks(policies, t, id);
+            if let Some((base, pages, node)) = self.threads[t].move_pages.take() {
+                let nodes = self.machine.topology.num_nodes();
+                if node as usize >= nodes {
+                    // move_pages(2) refuses it (ENODEV); a simulated program has no errno
+                    return Err(SimError::Config(format!(
+                        "thread {t} calls move_pages to node {node}, which {} does not have (nodes 0-{})",
+                        self.machine.id,
+                        nodes - 1
+                    )));
+                }
+                let task = self.threads[t].task;
+                let call = Action::Migrate {
+                    task,
+                    start: base,
+                    len_bytes: pages as u64 * 4096,
+                    to: NodeId(node),
+                };
+                self.apply_as(vec![call], Some(t));
+            } else {
+                let Some(id) = self.threads[t].hook_phase.take() else {
+                    return Ok(());
+                };
+                self.phase_hooks(policies, t, id);
+            }
             let th = &self.threads[t];
             if th.finished || th.waiting || th.clock >= stop {
                 return Ok(());
@@ -1375,6 +1399,15 @@ impl Simulator {
                         th.hook_phase = Some(id);
                         return Ok(());
                     }
+                }
+                Op::MovePages { base, pages, node } => {
+                    // a system call: it waits for the thread's stores; the engine runs it
+                    // (run_turn_hooks) before the thread goes on
+                    drain_stores(th);
+                    th.window.serialise(th.indep_ns, th.s.loads + th.s.stores);
+                    th.dep_shadow_ns = 0.0;
+                    th.move_pages = Some((base, pages, node));
+                    return Ok(());
                 }
             }
         }
@@ -2140,8 +2173,33 @@ fn apply_placements(
         .collect();
     for (thread, list, k) in &p.thread_cpus {
         let bad = |why: String| SimError::Pinning(format!("thread {thread}: cpus={list}: {why}"));
-        let Ok(Pinning::Cpus(v)) = list.parse::<Pinning>() else {
-            return Err(bad("expected a CPU list such as 0-5,12".into()));
+        let v = match list.strip_prefix("node:") {
+            // a node's CPUs, as `numactl --cpunodebind` binds a thread
+            Some(n) => {
+                let node = n
+                    .parse::<u16>()
+                    .ok()
+                    .and_then(|n| topo.nodes.iter().find(|x| x.id.0 == n))
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "{machine} has no node {n} (nodes {})",
+                            topo.nodes
+                                .iter()
+                                .map(|x| x.id.0.to_string())
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                            machine = machine.id
+                        ))
+                    })?;
+                if node.cpus.is_empty() {
+                    return Err(bad(format!("node {n} has no CPUs")));
+                }
+                node.cpus.clone()
+            }
+            None => match list.parse::<Pinning>() {
+                Ok(Pinning::Cpus(v)) => v,
+                _ => return Err(bad("expected a CPU list such as 0-5,12, or node:N".into())),
+            },
         };
         if let Some(c) = v.iter().find(|c| topo.node_of_cpu(**c).is_none()) {
             return Err(bad(format!("CPU {} does not exist on {}", c.0, machine.id)));

@@ -175,7 +175,7 @@ impl Case {
             }
             if matches!(
                 metric,
-                Metric::StreamGibpsPerInstance | Metric::StreamGibpsTotal
+                Metric::StreamGibpsPerInstance | Metric::StreamGibpsTotal | Metric::MigrateGbps
             ) {
                 bail!("case {id}: full_run does not apply to {}", metric.name());
             }

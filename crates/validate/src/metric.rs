@@ -29,6 +29,10 @@ pub enum Metric {
     StreamGibpsPerInstance,
     /// The same summed over all instances, GiB/s.
     StreamGibpsTotal,
+    /// GF09's migration throughput: a `migrate-buffer` run's buffer bytes over its `migrate`
+    /// phase's time (or `region`'s), GB/s (10⁹ B/s: GF09 prints MB/s). No value unless every
+    /// page of the buffer migrated.
+    MigrateGbps,
 }
 
 impl Metric {
@@ -43,6 +47,7 @@ impl Metric {
             Metric::WalkL2MissSharePercent => "walk share of L2 misses %",
             Metric::StreamGibpsPerInstance => "STREAM GiB/s per instance",
             Metric::StreamGibpsTotal => "STREAM GiB/s total",
+            Metric::MigrateGbps => "migration GB/s",
         }
     }
 
@@ -73,6 +78,7 @@ impl Metric {
         match self {
             Metric::StreamGibpsPerInstance => stream_gibps(r, region).map(|(one, _)| one),
             Metric::StreamGibpsTotal => stream_gibps(r, region).map(|(_, all)| all),
+            Metric::MigrateGbps => migrate_gbps(r, region),
             _ => match region {
                 None => self.of_metrics(&r.metrics),
                 Some(name) => self.of_metrics(&region_metrics(r, name)?),
@@ -128,6 +134,27 @@ pub fn region_time_ns(r: &SimResult, region: Option<&str>) -> Option<f64> {
         None => Some(r.sim_time_ns),
         Some(name) => r.phase(name).map(|p| p.end_ns - p.start_ns),
     }
+}
+
+/// `migrate-buffer`'s throughput, GB/s: the buffer's size over the `migrate` phase (or
+/// `region`), when every one of its pages moved (a run without a policy that migrates has no
+/// throughput to score).
+fn migrate_gbps(r: &SimResult, region: Option<&str>) -> Option<f64> {
+    use numalab_workloads::migrate_buffer::{NAME, PAGE_BYTES};
+    let (name, pairs) = numalab_workloads::spec::split(&r.workload).ok()?;
+    if name != NAME {
+        return None;
+    }
+    let size = pairs
+        .iter()
+        .find(|(k, _)| *k == "size")
+        .and_then(|(_, v)| numalab_workloads::spec::parse_size(v))?;
+    if r.migrated_pages * PAGE_BYTES < size {
+        return None;
+    }
+    let p = r.phase(region.unwrap_or("migrate"))?;
+    let ns = p.end_ns - p.start_ns;
+    (ns > 0.0).then(|| size as f64 / ns)
 }
 
 /// STREAM's bandwidth figure, (per instance, all instances) in GiB/s, from the kernel phase

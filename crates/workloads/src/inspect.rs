@@ -141,6 +141,8 @@ pub struct ThreadSummary {
     /// Of those, the siblings (`AccessKind::SiblingRead`).
     pub sibling_reads: u64,
     pub barriers: u64,
+    /// Pages the program's own move_pages calls name (`Op::MovePages`).
+    pub move_pages_pages: u64,
     pub compute_cycles: u64,
     pub compute_instructions: u64,
     /// Phase ids in the order they were emitted.
@@ -245,6 +247,7 @@ pub fn summarize(spec: &mut ThreadSpec, space: &BumpSpace, max_ops: Option<u64>)
                     s.compute_instructions += instructions as u64;
                 }
                 Op::Barrier => s.barriers += 1,
+                Op::MovePages { pages, .. } => s.move_pages_pages += pages as u64,
                 Op::Phase { id } => {
                     s.phases.push(id);
                     s.current_phase = Some(id);

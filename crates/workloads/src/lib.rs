@@ -16,6 +16,7 @@
 //! | `npb-lu` | NAS LU: SSOR, wavefront sweeps over j-bands (skewed barriers) (§3.4) | T |
 //! | `npb-ua` | NAS UA: adaptive octree of spectral elements, mortar exchange, Morton renumbering (§3.2) | T |
 //! | `matmul` | Metis matrix multiply, row-block map tasks (§4.5) | T |
+//! | `migrate-buffer` | GF09's threaded migration microbenchmark: a buffer filled on one node, pulled by threads on another (§7.2) | 1 filler + T−1 copiers |
 //! | `lu-blocked` | GF09's blocked LU, interleaved, next-touch phase hook per step (§4.1) | T |
 //! | `streamcluster` | PARSEC streamcluster, master-generated chunks, pgain passes (§4.2) | T |
 //! | `metis-wc`, `metis-wr`, `metis-wrmem` | Metis MapReduce: map into per-thread tables, column reduce, merge (§4.4) | T |
@@ -46,6 +47,7 @@ pub mod lu_blocked;
 pub mod matmul;
 pub mod mcf;
 pub mod metis;
+pub mod migrate_buffer;
 pub mod mix;
 pub mod mlc_loaded;
 pub mod npb_cg;
@@ -90,6 +92,12 @@ const REGISTRY: &[Entry] = &[
         keys: ptrchase::KEYS,
         description: ptrchase::DESCRIPTION,
         ctor: |p, t| Ok(Box::new(ptrchase::PtrChase::from_params(p, t)?)),
+    },
+    Entry {
+        name: migrate_buffer::NAME,
+        keys: migrate_buffer::KEYS,
+        description: migrate_buffer::DESCRIPTION,
+        ctor: |p, t| Ok(Box::new(migrate_buffer::MigrateBuffer::from_params(p, t)?)),
     },
     Entry {
         name: randrw::NAME,
