@@ -349,3 +349,103 @@ fn a_long_copy_through_a_slow_link_takes_what_the_link_serves_whatever_the_epoch
         );
     }
 }
+
+/// GF09's microbenchmark as the `migrate-buffer` workload: `threads` = 1 filler + copiers.
+fn run_bench(m: &Machine, spec: &str, threads: usize, policies: Vec<Box<dyn Policy>>) -> SimResult {
+    let w = numalab_workloads::by_spec(spec, threads).expect("workload spec");
+    let cfg = SimConfig {
+        sample_period: 0,
+        policies,
+        ..Default::default()
+    };
+    simulate(m, w.as_ref(), cfg).expect("simulation runs")
+}
+
+fn migrate_phase_ns(r: &SimResult) -> f64 {
+    let p = r.phase("migrate").expect("migrate phase ran");
+    p.end_ns - p.start_ns
+}
+
+#[test]
+fn a_programs_own_move_pages_call_runs_on_its_thread_at_the_move_pages_rate() {
+    // `Op::MovePages`: one call by the copier, its time the call's (base + pages at
+    // move_pages' rate; the filler has ended, so no other CPU to flush), charged to it as
+    // migration time; every page ends on the copier's node
+    let m = numalab_machine::preset("opteron8347he-4n").unwrap();
+    let r = run_bench(&m, "migrate-buffer:size=16M,how=move_pages", 2, Vec::new());
+    assert_eq!(r.migrated_pages, PAGES);
+    let call = m.os.move_pages_base_ns + (PAGES * PAGE) as f64 / (m.os.move_pages_mbps * 1e-3);
+    let copier = &r.per_thread[1];
+    assert_eq!((r.per_thread[0].node, copier.node), (0, 1));
+    assert!(
+        (copier.migration_ns / call - 1.0).abs() < 0.01,
+        "{} ns in the call, {call} expected",
+        copier.migration_ns
+    );
+    let phase = migrate_phase_ns(&r);
+    assert!(
+        phase >= call && phase < 1.02 * call,
+        "migrate phase {phase} ns, call {call} ns"
+    );
+    assert!(
+        r.per_node[1].resident_bytes >= PAGES * PAGE,
+        "{:?}",
+        r.per_node[1]
+    );
+    // the same threads touching without a policy move nothing
+    let touch = run_bench(&m, "migrate-buffer:size=16M,how=touch", 2, Vec::new());
+    assert_eq!(touch.migrated_pages, 0);
+}
+
+#[test]
+fn migrate_buffer_places_its_threads_on_the_nodes_it_names() {
+    let m = numalab_machine::preset("opteron8347he-4n").unwrap();
+    let r = run_bench(
+        &m,
+        "migrate-buffer:size=1M,from=2,to=3",
+        4,
+        vec![Box::new(mark_all())],
+    );
+    let nodes: Vec<u16> = r.per_thread.iter().map(|t| t.node).collect();
+    assert_eq!(nodes, vec![2, 3, 3, 3]);
+    let cpus: std::collections::HashSet<u32> = r.per_thread.iter().map(|t| t.cpu).collect();
+    assert_eq!(cpus.len(), 4, "each thread a CPU of its own: {cpus:?}");
+    // kernel next-touch moved the buffer to the copiers' node
+    assert_eq!(r.next_touch.kernel_pages_migrated, 256);
+}
+
+#[test]
+fn move_pages_to_a_missing_node_and_placements_on_a_missing_node_are_errors() {
+    let m = numalab_machine::preset("opteron8347he-4n").unwrap();
+    let w = numalab_workloads::by_spec("migrate-buffer:size=1M,to=9", 2).unwrap();
+    let e = simulate(&m, w.as_ref(), SimConfig::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("node 9") && e.contains("node:9"), "{e}");
+    let s = Script {
+        maps: vec![(PAGE, MapOptions::default())],
+        threads: 1,
+        ops: |b: &[u64], _t: usize| {
+            vec![
+                Op::Run {
+                    base: b[0],
+                    lines: 1,
+                    stride_bytes: 64,
+                    kind: AccessKind::Write,
+                },
+                Op::MovePages {
+                    base: b[0],
+                    pages: 1,
+                    node: 7,
+                },
+            ]
+        },
+    };
+    let e = simulate(&m, &s, SimConfig::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("move_pages to node 7") && e.contains("nodes 0-3"),
+        "{e}"
+    );
+}

@@ -228,4 +228,28 @@ mod tests {
         );
         assert!(region_metrics(&r, "nosuch").is_none());
     }
+
+    #[test]
+    fn migration_throughput_is_the_buffer_over_the_migrate_phase_once_all_of_it_moved() {
+        let mut r = SimResult {
+            workload: "migrate-buffer:size=1M,from=0,to=1,how=touch".into(),
+            phases: vec![
+                phase(0, "fill", (0.0, 500.0), [0, 0], 0.0),
+                phase(2, "migrate", (1000.0, 1_049_576.0), [0, 0], 0.0),
+            ],
+            migrated_pages: 256,
+            ..Default::default()
+        };
+        // 1 MiB in 1 048 576 ns: 1 GB/s (10^9 B/s)
+        let got = Metric::MigrateGbps.of_run(&r, None).unwrap();
+        assert!((got - 1.0).abs() < 1e-12, "{got}");
+        assert_eq!(Metric::MigrateGbps.of_run(&r, Some("fill")), Some(2097.152));
+        // a page left behind (no policy migrated it): no throughput to score
+        r.migrated_pages = 255;
+        assert_eq!(Metric::MigrateGbps.of_run(&r, None), None);
+        // another workload has no such figure
+        r.workload = "stream:n=1000".into();
+        r.migrated_pages = 256;
+        assert_eq!(Metric::MigrateGbps.of_run(&r, None), None);
+    }
 }
