@@ -16,6 +16,7 @@ use crate::hw::smt::Cores;
 use crate::hw::store_buffer::StoreBuffer;
 use crate::hw::tlb::{Tlb, TlbOutcome};
 use crate::memsys::{EpochEnd, MemSys};
+use crate::os::anon_vma_lock::AnonVmaLock;
 use crate::os::first_touch::Touch;
 use crate::os::mmap_lock::MmapLock;
 use crate::os::tlb_shootdown::Shootdowns;
@@ -276,6 +277,9 @@ struct Thread {
     /// First-touch faults in the current epoch: its share of its process's mmap_lock
     /// backlog (`Simulator::wait_for_mmap_lock`).
     epoch_faults: u32,
+    /// Its migrations' anon_vma lock holds in the current epoch, ns: its share of its
+    /// process's lock backlog (`Simulator::wait_for_anon_vma_lock`).
+    epoch_rmap_lock_ns: f64,
     s: ThreadStats,
     /// The phase the thread is in: its id, start clock and the counters at its start.
     phase: Option<(u16, f64, Box<ThreadStats>)>,
@@ -353,6 +357,9 @@ struct CopyJob {
     to: usize,
     in_fault: bool,
     span: Span,
+    /// The hold of its process's anon_vma lock (os/anon_vma_lock.rs) per byte copied: the
+    /// call's shootdowns, raised inside the lock on kernels before 3.8; 0 otherwise.
+    rmap_lock_ns_per_byte: f64,
 }
 
 impl CopyJob {
@@ -391,6 +398,9 @@ struct Shared {
     directory: Option<MemoryDirectory>,
     /// Each process's mmap_lock line, which its page faults pass (os/mmap_lock.rs).
     mmap_lock: MmapLock,
+    /// Each process's anon_vma lock, which its migrations' rmap walks take before Linux 3.8
+    /// (os/anon_vma_lock.rs).
+    anon_vma_lock: AnonVmaLock,
     p: Params,
     sample_period: u64,
     sample_countdown: u64,
@@ -588,6 +598,7 @@ impl Simulator {
                     epoch_copy_fault_lines: 0,
                     zeroed_in_epoch: false,
                     epoch_faults: 0,
+                    epoch_rmap_lock_ns: 0.0,
                     epoch_dram_start: 0,
                     epoch_lines: crate::memsys::requester_lines(machine.topology.num_nodes()),
                     s: ThreadStats {
@@ -692,6 +703,7 @@ impl Simulator {
         let sh = Shared {
             nodes: machine.topology.num_nodes(),
             mmap_lock,
+            anon_vma_lock: AnonVmaLock::new(!os_c.linux_at_least(3, 8), tasks),
             mem: MemSys::new(machine, &routes),
             directory: machine
                 .memory_directory
@@ -830,6 +842,9 @@ impl Simulator {
             let served = self.sh.mem.end_epoch(epoch);
             self.wait_for_backlogs(end, &served, &clocks_at_start);
             self.wait_for_mmap_lock(end, epoch);
+            if self.sh.anon_vma_lock.exclusive() {
+                self.wait_for_anon_vma_lock(end, epoch);
+            }
             let bytes = served.ctrl_bytes;
             for (n, b) in bytes.iter().enumerate() {
                 tl_acc[n] += b;
@@ -1008,6 +1023,38 @@ impl Simulator {
                 th.clock = until;
                 finish_after_wait(th);
             }
+        }
+    }
+
+    /// Threads whose migrations held their process's anon_vma lock beyond what the epoch
+    /// served wait for its backlog at the epoch's end, each in proportion to its holds, as
+    /// migration time; a copier ahead of the epoch in its call has the rest of the call moved
+    /// later by its wait (os/anon_vma_lock.rs).
+    fn wait_for_anon_vma_lock(&mut self, end: f64, epoch_ns: f64) {
+        let backlog = self.sh.anon_vma_lock.end_epoch(epoch_ns);
+        let mut most = vec![0.0f64; backlog.len()];
+        for th in &self.threads {
+            let m = &mut most[th.task.index()];
+            *m = m.max(th.epoch_rmap_lock_ns);
+        }
+        for th in &mut self.threads {
+            let (task, held) = (th.task.index(), std::mem::take(&mut th.epoch_rmap_lock_ns));
+            if held == 0.0 || backlog[task] == 0.0 {
+                continue;
+            }
+            let wait = backlog[task] * held / most[task];
+            let until = end + wait;
+            let wait = if th.clock < until {
+                until - th.clock
+            } else {
+                wait
+            };
+            th.clock += wait;
+            th.s.migration_ns += wait;
+            for c in &mut th.copies {
+                c.span.delay(wait);
+            }
+            finish_after_wait(th);
         }
     }
 
@@ -1738,7 +1785,20 @@ impl Simulator {
         }
         let window = (start + base_ns, start + base_ns + flush_ns + copy_ns);
         match caller.and_then(|t| self.threads.get_mut(t)) {
-            Some(th) => copy_on_thread(th, &r.copies, window.0, window.1, false),
+            Some(th) => {
+                // on kernels before 3.8 the shootdowns are raised inside the anon_vma lock
+                let bytes: u64 = r.copies.iter().map(|c| c.2).sum();
+                let hold = if self.sh.anon_vma_lock.exclusive() && bytes > 0 {
+                    flush_ns / bytes as f64
+                } else {
+                    0.0
+                };
+                let jobs = copy_jobs(&r.copies, Some(th.node), false, window.0, window.1);
+                th.copies.extend(jobs.map(|j| CopyJob {
+                    rmap_lock_ns_per_byte: hold,
+                    ..j
+                }));
+            }
             None => self.copy_on_daemon(&r.copies, window.0, window.1),
         }
         // each folio: unmap and flush, then its copy (before 6.3's batches, folio by folio)
@@ -2661,6 +2721,7 @@ fn copy_jobs(
                 until_ns: at,
                 written: 0,
             },
+            rmap_lock_ns_per_byte: 0.0,
         })
     })
 }
@@ -2688,9 +2749,15 @@ fn write_copies(th: &mut Thread, sh: &mut Shared, t_ns: f64) -> bool {
     }
     let mut wrote = false;
     for c in &mut th.copies {
+        let before = c.span.written;
         let lines = c.write_until(t_ns, &mut sh.mem, &mut th.epoch_lines);
         if lines == 0 {
             continue;
+        }
+        if c.rmap_lock_ns_per_byte > 0.0 {
+            let hold = (c.span.written - before) as f64 * c.rmap_lock_ns_per_byte;
+            th.epoch_rmap_lock_ns += hold;
+            sh.anon_vma_lock.offer(th.task.index(), hold);
         }
         th.epoch_copy_lines += 2 * lines;
         if c.in_fault {

@@ -449,3 +449,53 @@ fn move_pages_to_a_missing_node_and_placements_on_a_missing_node_are_errors() {
         "{e}"
     );
 }
+
+/// Throughput of `migrate-buffer`'s migrate phase, GB/s.
+fn bench_gbps(m: &Machine, spec: &str, threads: usize, epoch_ns: f64) -> f64 {
+    let w = numalab_workloads::by_spec(spec, threads).expect("workload spec");
+    let cfg = SimConfig {
+        sample_period: 0,
+        epoch_ns,
+        ..Default::default()
+    };
+    let r = simulate(m, w.as_ref(), cfg).expect("simulation runs");
+    assert_eq!(r.migrated_pages, PAGES * 4, "{spec}");
+    (PAGES * 4 * PAGE) as f64 / migrate_phase_ns(&r)
+}
+
+#[test]
+fn move_pages_copiers_on_a_kernel_before_3_8_queue_on_the_anon_vma_lock() {
+    // os/anon_vma_lock.rs: on Linux 2.6.27 each page's shootdown is raised inside the
+    // buffer's anon_vma lock, so four move_pages copiers (each flushing the three others)
+    // pass at most one page per raise; three copiers ask less than the lock serves and
+    // keep their pace; on 3.8 rmap walks share the lock and four copiers go past it
+    let spec = "migrate-buffer:size=64M,how=move_pages";
+    let epoch = SimConfig::default().epoch_ns;
+    let mut m = numalab_machine::preset("opteron8347he-4n").unwrap();
+    let hold_ns = m.os.shootdown_initiator_ns(3);
+    let bound = PAGE as f64 / hold_ns;
+    let four = bench_gbps(&m, spec, 5, epoch);
+    assert!(
+        four <= 1.01 * bound && four >= 0.85 * bound,
+        "four copiers {four:.3} GB/s, the lock serves {bound:.3}"
+    );
+    let three = bench_gbps(&m, spec, 4, epoch);
+    for e in [5_000.0, 100_000.0] {
+        let g = bench_gbps(&m, spec, 5, e);
+        assert!(
+            (g / four - 1.0).abs() < 0.02,
+            "{g:.4} GB/s at {e} ns epochs, {four:.4} at {epoch}"
+        );
+    }
+    m.os.linux = "3.8".into();
+    let shared = bench_gbps(&m, spec, 5, epoch);
+    assert!(
+        shared > 1.15 * bound,
+        "{shared:.3} GB/s on 3.8, the 2.6.27 lock {bound:.3}"
+    );
+    let three_shared = bench_gbps(&m, spec, 4, epoch);
+    assert!(
+        (three / three_shared - 1.0).abs() < 0.01,
+        "{three:.4} against {three_shared:.4}"
+    );
+}

@@ -5,6 +5,7 @@
 //! Costs are not charged here: functions report what happened and the engine turns it into
 //! time with the machine's [`numalab_machine::OsCosts`].
 
+pub mod anon_vma_lock;
 pub mod first_touch;
 pub mod mempolicy;
 pub mod migrate_pages;
