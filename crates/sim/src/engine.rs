@@ -3146,11 +3146,11 @@ fn moves_on_touch_fault(
     addr: u64,
     pte: crate::os::pagetable::Pte,
 ) -> f64 {
-    let (ns, r) = if pte.lazy() {
+    let (ns, r, rmap_hold_ns) = if pte.lazy() {
         let f = sh.os.lazy_fault(addr);
         let bytes = f.report.base_pages_moved << 12;
         let ns = sh.p.fault_ns[0] + bytes as f64 / sh.p.kernel_copy_bytes_per_ns;
-        (ns, f.report)
+        (ns, f.report, 0.0)
     } else {
         let t = sh.os.user_next_touch_fault(addr, NodeId(th.node as u16));
         let bytes = t.report.base_pages_moved << 12;
@@ -3158,16 +3158,27 @@ fn moves_on_touch_fault(
         let moved = t.report.moved.iter().map(|&(_, size)| (size, false));
         let flushes = sh.p.shootdowns.migration_flushes(moved) + 1;
         let unit = (t.unit_start, t.unit_len);
+        let raise_ns = raise_from_fault(th, sh, unit, flushes, 1.0);
         let ns = sh.p.signal_ns
             + sh.p.move_pages_base_ns
             + bytes as f64 / sh.p.move_pages_bytes_per_ns
             + sh.p.mprotect_ns
-            + raise_from_fault(th, sh, unit, flushes, 1.0);
+            + raise_ns;
         th.tlb.invalidate_range(t.unit_start, t.unit_len);
         th.s.next_touch_migrations += t.report.folios_moved;
-        (ns, t.report)
+        // the move_pages call's flushes are raised inside the anon_vma lock (all but the
+        // mprotect's, os/anon_vma_lock.rs)
+        let hold = raise_ns * (flushes - 1) as f64 / flushes as f64;
+        (ns, t.report, hold)
     };
+    let first_job = th.copies.len();
     copy_on_thread(th, &r.copies, th.clock, th.clock + ns, true);
+    let bytes: u64 = r.copies.iter().map(|c| c.2).sum();
+    if rmap_hold_ns > 0.0 && bytes > 0 && sh.anon_vma_lock.exclusive() {
+        for c in &mut th.copies[first_job..] {
+            c.rmap_lock_ns_per_byte = rmap_hold_ns / bytes as f64;
+        }
+    }
     for &(s, size) in &r.moved {
         th.tlb.invalidate(s, size);
         // moved during this fault; other touchers wait (migration_entry.rs)

@@ -13,8 +13,9 @@
 //! kernels, threads that migrate pages of one buffer at once (GF09's threaded `move_pages`)
 //! pass the lock one page after another, each holding it for its shootdown.
 //!
-//! The model: a migration call's hold is the time its caller spends raising the shootdowns of
-//! the folios it moves (`Shootdowns::initiator_ns` per flush), offered to its process's lock
+//! The model: a thread's migration call (its own `move_pages`, a hook's call, user-space
+//! next-touch's `move_pages` from its SIGSEGV handler) holds the lock for the time it spends
+//! raising the shootdowns of the folios it moves (`Shootdowns::initiator_ns` per flush), offered to its process's lock
 //! as its copies run (spread over the call's copy window like its bytes). Like a memory
 //! controller (memsys.rs) and the mmap_lock line (mmap_lock.rs), the lock serves one
 //! nanosecond of hold per nanosecond; what the epoch's holds offer beyond that joins a
@@ -24,7 +25,8 @@
 //!
 //! Left out: the rmap walks' own work besides the flush (no figure for it was found, so a hold
 //! is the flush alone, a lower bound); the kernel next-touch path, whose rmap use in GF09's
-//! patch is not published; one lock per process rather than per `anon_vma` (a process's
+//! patch is not published; a policy daemon's calls (one daemon's calls never overlap each
+//! other); one lock per process rather than per `anon_vma` (a process's
 //! anonymous mappings that never merged have locks of their own); hinting-fault migrations,
 //! which exist from 3.8 only.
 
