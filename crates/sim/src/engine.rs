@@ -277,9 +277,13 @@ struct Thread {
     /// First-touch faults in the current epoch: its share of its process's mmap_lock
     /// backlog (`Simulator::wait_for_mmap_lock`).
     epoch_faults: u32,
-    /// Its migrations' anon_vma lock holds in the current epoch, ns: its share of its
-    /// process's lock backlog (`Simulator::wait_for_anon_vma_lock`).
+    /// Its migrations' anon_vma lock holds in the current epoch, ns, and those made inside
+    /// a fault: its share of its process's lock backlog (`Simulator::wait_for_anon_vma_lock`).
     epoch_rmap_lock_ns: f64,
+    epoch_rmap_lock_fault_ns: f64,
+    /// Interrupts taken while it has migrations under the anon_vma lock, ns: time it would
+    /// have spent spinning for the lock anyway (`spin_lock` leaves interrupts on).
+    rmap_ipi_credit_ns: f64,
     s: ThreadStats,
     /// The phase the thread is in: its id, start clock and the counters at its start.
     phase: Option<(u16, f64, Box<ThreadStats>)>,
@@ -599,6 +603,8 @@ impl Simulator {
                     zeroed_in_epoch: false,
                     epoch_faults: 0,
                     epoch_rmap_lock_ns: 0.0,
+                    epoch_rmap_lock_fault_ns: 0.0,
+                    rmap_ipi_credit_ns: 0.0,
                     epoch_dram_start: 0,
                     epoch_lines: crate::memsys::requester_lines(machine.topology.num_nodes()),
                     s: ThreadStats {
@@ -1037,23 +1043,46 @@ impl Simulator {
             let m = &mut most[th.task.index()];
             *m = m.max(th.epoch_rmap_lock_ns);
         }
-        for th in &mut self.threads {
+        let sched = &self.sched;
+        for (i, th) in self.threads.iter_mut().enumerate() {
             let (task, held) = (th.task.index(), std::mem::take(&mut th.epoch_rmap_lock_ns));
+            let in_fault = std::mem::take(&mut th.epoch_rmap_lock_fault_ns);
+            if !th.copies.iter().any(|c| c.rmap_lock_ns_per_byte > 0.0) {
+                // interrupts taken outside its calls do not shorten a later wait
+                th.rmap_ipi_credit_ns = 0.0;
+            }
             if held == 0.0 || backlog[task] == 0.0 {
                 continue;
             }
-            let wait = backlog[task] * held / most[task];
-            let until = end + wait;
+            // its copies wait their share; the interrupts it took during its calls (already
+            // on its clock) fall in that spinning time
+            let share = backlog[task] * held / most[task];
+            for c in &mut th.copies {
+                c.span.delay(share);
+            }
+            let absorbed = share.min(th.rmap_ipi_credit_ns);
+            th.rmap_ipi_credit_ns -= absorbed;
+            let share = share - absorbed;
+            if share <= 0.0 {
+                continue;
+            }
+            // a thread switched out for another on its CPU waits its share, not the epoch
+            let off_cpu = sched.as_ref().is_some_and(|s| !s.holds_cpu(i));
+            let until = if off_cpu {
+                th.clock + share
+            } else {
+                end + share
+            };
             let wait = if th.clock < until {
                 until - th.clock
             } else {
-                wait
+                share
             };
             th.clock += wait;
-            th.s.migration_ns += wait;
-            for c in &mut th.copies {
-                c.span.delay(wait);
-            }
+            // a hold inside a fault (user-space next-touch's move_pages) waits as fault time
+            let fault = wait * (in_fault / held);
+            th.s.fault_ns += fault;
+            th.s.migration_ns += wait - fault;
             finish_after_wait(th);
         }
     }
@@ -1787,8 +1816,9 @@ impl Simulator {
         match caller.and_then(|t| self.threads.get_mut(t)) {
             Some(th) => {
                 // on kernels before 3.8 the shootdowns are raised inside the anon_vma lock
+                // (of the caller's process: a call on another's pages holds none, left out)
                 let bytes: u64 = r.copies.iter().map(|c| c.2).sum();
-                let hold = if self.sh.anon_vma_lock.exclusive() && bytes > 0 {
+                let hold = if self.sh.anon_vma_lock.exclusive() && bytes > 0 && th.task == task {
                     flush_ns / bytes as f64
                 } else {
                     0.0
@@ -2015,11 +2045,15 @@ impl Simulator {
                 self.cores.state(th.core).tlb.invalidate_range(start, len);
             }
         }
+        let spins = self.sh.anon_vma_lock.exclusive();
         for &(_, t) in cpus {
             let on_cpu = self.sched.as_ref().map_or(t, |s| s.holder_for(t));
             let th = &mut self.threads[on_cpu];
             th.clock += ns;
             th.s.migration_ns += ns;
+            if spins {
+                th.rmap_ipi_credit_ns += ns;
+            }
         }
     }
 
@@ -2757,6 +2791,9 @@ fn write_copies(th: &mut Thread, sh: &mut Shared, t_ns: f64) -> bool {
         if c.rmap_lock_ns_per_byte > 0.0 {
             let hold = (c.span.written - before) as f64 * c.rmap_lock_ns_per_byte;
             th.epoch_rmap_lock_ns += hold;
+            if c.in_fault {
+                th.epoch_rmap_lock_fault_ns += hold;
+            }
             sh.anon_vma_lock.offer(th.task.index(), hold);
         }
         th.epoch_copy_lines += 2 * lines;

@@ -499,3 +499,57 @@ fn move_pages_copiers_on_a_kernel_before_3_8_queue_on_the_anon_vma_lock() {
         "{three:.4} against {three_shared:.4}"
     );
 }
+
+#[test]
+fn user_space_next_touch_copiers_on_a_kernel_before_3_8_queue_on_the_anon_vma_lock_too() {
+    // each touch of a marked 1 MiB unit: SIGSEGV, one move_pages over its 256 pages (each
+    // page's shootdown inside the anon_vma lock), the restoring mprotect; without the lock four
+    // copiers would move about 1.3 GB/s here, with it at most one page per shootdown raise
+    let m = numalab_machine::preset("opteron8347he-4n").unwrap();
+    let bound = PAGE as f64 / m.os.shootdown_initiator_ns(3);
+    let w = numalab_workloads::by_spec("migrate-buffer:size=64M,how=touch", 5).unwrap();
+    // marks the buffer for user-space next-touch in 1 MiB units when the filler reaches
+    // `mark` (migrate-buffer's phase 1)
+    let mark_user = OnPhase {
+        thread: 0,
+        phase: 1,
+        action: |r| Action::MarkNextTouch {
+            task: TaskId(0),
+            start: r.start,
+            len_bytes: r.len_bytes,
+            mechanism: NextTouchMechanism::User {
+                unit_bytes: 1 << 20,
+            },
+        },
+    };
+    let cfg = SimConfig {
+        sample_period: 0,
+        policies: vec![Box::new(mark_user)],
+        ..Default::default()
+    };
+    let r = simulate(&m, w.as_ref(), cfg).expect("simulation runs");
+    assert_eq!(r.migrated_pages, PAGES * 4);
+    let four = (PAGES * 4 * PAGE) as f64 / migrate_phase_ns(&r);
+    assert!(
+        four <= 1.01 * bound && four >= 0.8 * bound,
+        "four user-space next-touch copiers {four:.3} GB/s, the lock serves {bound:.3}"
+    );
+    // the copiers' waits are inside their SIGSEGV faults: fault time
+    // the copiers' waits for the lock are inside their SIGSEGV faults: each copier's fault
+    // time exceeds its 16 units' work (signal, the move_pages call and its shootdowns, the
+    // mprotect) by them
+    let unit_pages = 256.0;
+    let unit_ns = m.os.signal_ns
+        + m.os.move_pages_base_ns
+        + unit_pages * PAGE as f64 / (m.os.move_pages_mbps * 1e-3)
+        + m.os.mprotect_ns
+        + (unit_pages + 1.0) * m.os.shootdown_initiator_ns(3);
+    let work = 16.0 * unit_ns;
+    for t in &r.per_thread[1..] {
+        assert!(
+            t.fault_ns > 1.05 * work,
+            "{} ns in faults, {work} of work",
+            t.fault_ns
+        );
+    }
+}

@@ -2,7 +2,8 @@
 //! microbenchmark 3): threads bound to one node pull a buffer that another node holds.
 //!
 //! Thread 0 runs on node `from` and writes the whole buffer (phase `fill`), so first touch puts
-//! every page there. Then every thread reaches phase `mark`, the hook at which a next-touch
+//! every page there, and ends after phase `mark` (GF09's main thread then sleeps in
+//! `pthread_join`: the copiers' shootdowns do not reach it). Every thread reaches phase `mark`, the hook at which a next-touch
 //! policy marks the task's memory (`policy=next-touch`, whose default hook is phase 1: this
 //! one), and after a barrier the copiers, threads 1 to T−1 on node `to`, migrate their
 //! shares of the buffer's pages (phase `migrate`), as GF09 splits the buffer among them:
@@ -205,9 +206,11 @@ impl Workload for MigrateBuffer {
                 }
                 s.barrier();
                 s.phase(PHASE_MARK);
-                s.barrier();
-                s.phase(PHASE_MIGRATE);
+                // the filler ends here, as GF09's main thread sleeps in pthread_join while the
+                // copiers run: no CPU of its own to flush, whatever the epoch's turn order
                 if t > 0 {
+                    s.barrier();
+                    s.phase(PHASE_MIGRATE);
                     let (lo, hi) = self.share(t as u64 - 1);
                     if self.move_pages {
                         s.gen(MovePagesCalls {
