@@ -2266,7 +2266,11 @@ fn apply_placements(
         .map(|&c| pinning.cpus_allowed(topo, c))
         .collect();
     for (thread, list, k) in &p.thread_cpus {
-        let bad = |why: String| SimError::Pinning(format!("thread {thread}: cpus={list}: {why}"));
+        let bad = |why: String| {
+            SimError::Pinning(format!(
+                "thread {thread}: cpus={list} (the workload's own placement of it): {why}"
+            ))
+        };
         let v = match list.strip_prefix("node:") {
             // a node's CPUs, as `numactl --cpunodebind` binds a thread
             Some(n) => {

@@ -20,12 +20,15 @@
 //! controller (memsys.rs) and the mmap_lock line (mmap_lock.rs), the lock serves one
 //! nanosecond of hold per nanosecond; what the epoch's holds offer beyond that joins a
 //! backlog, and the processes' migrating threads wait for it at the epoch's end, each in
-//! proportion to its holds (the one holding most the whole backlog), as migration time; a
-//! copier ahead of the epoch in its call has the rest of its call moved later by its wait.
+//! proportion to its holds (the one holding most the whole backlog): a copier's remaining
+//! copies move later by its share, and its clock by its share less the interrupts it took
+//! during its calls (`spin_lock` leaves interrupts on: the holders' flush IPIs fall in the
+//! spinning), as migration time, or fault time for a hold inside a fault.
 //!
 //! Left out: the rmap walks' own work besides the flush (no figure for it was found, so a hold
-//! is the flush alone, a lower bound); the kernel next-touch path, whose rmap use in GF09's
-//! patch is not published; a policy daemon's calls (one daemon's calls never overlap each
+//! is the flush alone, a lower bound); the kernel next-touch and lazy-migration fault paths
+//! (the former's rmap use in GF09's patch is not published); a call on another process's
+//! pages; a policy daemon's calls (one daemon's calls never overlap each
 //! other); one lock per process rather than per `anon_vma` (a process's
 //! anonymous mappings that never merged have locks of their own); hinting-fault migrations,
 //! which exist from 3.8 only.
