@@ -19,7 +19,7 @@ const PAGES: u64 = 4096;
 struct OnPhase {
     thread: u32,
     phase: u16,
-    action: fn(&RegionInfo) -> Action,
+    action: Box<dyn Fn(&RegionInfo) -> Action + Send>,
 }
 
 impl Policy for OnPhase {
@@ -42,15 +42,20 @@ impl Policy for OnPhase {
 
 /// Marks the whole mapping for kernel next-touch from thread 0's hook at phase 1.
 fn mark_all() -> OnPhase {
+    mark_all_for(NextTouchMechanism::Kernel)
+}
+
+/// Marks the whole mapping for next-touch by `mechanism` from thread 0's hook at phase 1.
+fn mark_all_for(mechanism: NextTouchMechanism) -> OnPhase {
     OnPhase {
         thread: 0,
         phase: 1,
-        action: |r| Action::MarkNextTouch {
+        action: Box::new(move |r| Action::MarkNextTouch {
             task: TaskId(0),
             start: r.start,
             len_bytes: r.len_bytes,
-            mechanism: NextTouchMechanism::Kernel,
-        },
+            mechanism,
+        }),
     }
 }
 
@@ -60,12 +65,12 @@ fn move_all() -> OnPhase {
     OnPhase {
         thread: 1,
         phase: 2,
-        action: |r| Action::Migrate {
+        action: Box::new(|r| Action::Migrate {
             task: TaskId(0),
             start: r.start,
             len_bytes: r.len_bytes,
             to: NodeId(1),
-        },
+        }),
     }
 }
 
@@ -510,18 +515,9 @@ fn user_space_next_touch_copiers_on_a_kernel_before_3_8_queue_on_the_anon_vma_lo
     let w = numalab_workloads::by_spec("migrate-buffer:size=64M,how=touch", 5).unwrap();
     // marks the buffer for user-space next-touch in 1 MiB units when the filler reaches
     // `mark` (migrate-buffer's phase 1)
-    let mark_user = OnPhase {
-        thread: 0,
-        phase: 1,
-        action: |r| Action::MarkNextTouch {
-            task: TaskId(0),
-            start: r.start,
-            len_bytes: r.len_bytes,
-            mechanism: NextTouchMechanism::User {
-                unit_bytes: 1 << 20,
-            },
-        },
-    };
+    let mark_user = mark_all_for(NextTouchMechanism::User {
+        unit_bytes: 1 << 20,
+    });
     let cfg = SimConfig {
         sample_period: 0,
         policies: vec![Box::new(mark_user)],
