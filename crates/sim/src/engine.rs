@@ -1033,9 +1033,10 @@ impl Simulator {
     }
 
     /// Threads whose migrations held their process's anon_vma lock beyond what the epoch
-    /// served wait for its backlog at the epoch's end, each in proportion to its holds, as
-    /// migration time; a copier ahead of the epoch in its call has the rest of the call moved
-    /// later by its wait (os/anon_vma_lock.rs).
+    /// served wait for its backlog at the epoch's end, each in proportion to its holds: the
+    /// rest of its copies moves later by its share, and its clock by its share less the
+    /// interrupts it took during its calls, as migration time (fault time for holds inside a
+    /// fault) (os/anon_vma_lock.rs).
     fn wait_for_anon_vma_lock(&mut self, end: f64, epoch_ns: f64) {
         let backlog = self.sh.anon_vma_lock.end_epoch(epoch_ns);
         let mut most = vec![0.0f64; backlog.len()];
