@@ -172,6 +172,20 @@ fn default_threads(machine: &Machine, workload: &str) -> usize {
     let name = workload.split(':').next().unwrap_or("");
     match name {
         "ptrchase" | "randrw" => 1,
+        // GF09's benchmark: the filler and one copier per CPU of the copiers' node
+        "migrate-buffer" => {
+            let to = numalab_workloads::spec::split(workload)
+                .ok()
+                .and_then(|(_, kv)| kv.iter().find(|(k, _)| *k == "to").map(|(_, v)| *v))
+                .map_or(Some(1), |v| v.parse::<u16>().ok());
+            let cpus = machine
+                .topology
+                .nodes
+                .iter()
+                .find(|n| Some(n.id.0) == to)
+                .map_or(1, |n| n.cpus.len().max(1));
+            1 + cpus
+        }
         // A multiprogrammed mix runs one thread per program copy, whatever --threads says.
         "mix" => numalab_workloads::by_spec(workload, 1).map_or(1, |w| w.threads()),
         _ => machine.topology.num_cpus(),
@@ -316,6 +330,15 @@ mod tests {
                 "nothp"
             ]
         );
+    }
+
+    #[test]
+    fn migrate_buffer_defaults_to_one_copier_per_cpu_of_its_node() {
+        let m = numalab_machine::preset("opteron8347he-4n").unwrap();
+        assert_eq!(default_threads(&m, "migrate-buffer"), 5);
+        assert_eq!(default_threads(&m, "migrate-buffer:size=1M,to=2"), 5);
+        // a node the machine lacks: the placement's error names it later
+        assert_eq!(default_threads(&m, "migrate-buffer:to=9"), 2);
     }
 
     #[test]

@@ -30,7 +30,7 @@ use numalab_core::TaskId;
 pub const NAME: &str = "migrate-buffer";
 pub const KEYS: &[&str] = &["size", "from", "to", "how"];
 pub const DESCRIPTION: &str = "GF09's threaded migration microbenchmark (§7.2, microbenchmark 3): thread 0 fills a buffer on node `from`, then threads 1..T-1, bound to node `to`, migrate their shares of it: how=touch, one write a page (with policy=next-touch, which marks the buffer at phase `mark`, each touch migrates its page: GF09's lazy migration), or how=move_pages, one move_pages call a thread. \
-keys: size=buffer bytes (16M), from=node holding the buffer (0), to=node of the copiers (1), how=touch|move_pages (touch); threads = 1 filler + the copiers (at least 2)";
+keys: size=buffer bytes (16M), from=node holding the buffer (0), to=node of the copiers (1), how=touch|move_pages (touch); threads = 1 filler + the copiers (at least 2; by default one copier per CPU of node `to`)";
 
 pub const PHASES: &[&str] = &["fill", "mark", "migrate"];
 pub const PHASE_FILL: u16 = 0;
