@@ -1818,17 +1818,12 @@ impl Simulator {
             Some(th) => {
                 // on kernels before 3.8 the shootdowns are raised inside the anon_vma lock
                 // (of the caller's process: a call on another's pages holds none, left out)
-                let bytes: u64 = r.copies.iter().map(|c| c.2).sum();
-                let hold = if self.sh.anon_vma_lock.exclusive() && bytes > 0 && th.task == task {
-                    flush_ns / bytes as f64
+                let hold = if self.sh.anon_vma_lock.exclusive() && th.task == task {
+                    flush_ns
                 } else {
                     0.0
                 };
-                let jobs = copy_jobs(&r.copies, Some(th.node), false, window.0, window.1);
-                th.copies.extend(jobs.map(|j| CopyJob {
-                    rmap_lock_ns_per_byte: hold,
-                    ..j
-                }));
+                copy_on_thread(th, &r.copies, window.0, window.1, false, hold);
             }
             None => self.copy_on_daemon(&r.copies, window.0, window.1),
         }
@@ -1851,7 +1846,7 @@ impl Simulator {
     /// `copy_on_thread`, run by a CPU of the destination node (where the kernel allocates the
     /// new folio; which CPU a daemon runs on is not modelled).
     fn copy_on_daemon(&mut self, copies: &[(usize, usize, u64)], from_ns: f64, until_ns: f64) {
-        let jobs = copy_jobs(copies, None, false, from_ns, until_ns);
+        let jobs = copy_jobs(copies, None, false, from_ns, until_ns, 0.0);
         self.daemon_copies.extend(jobs);
     }
 
@@ -2735,16 +2730,19 @@ fn write_zeroing(th: &mut Thread, sh: &mut Shared, t_ns: f64) -> bool {
 
 /// The jobs of copying `copies` (from, to, bytes: a migration's folios, in order) on a CPU of
 /// `cpu_node` (None: of each folio's destination) over `[from_ns, until_ns)`, each folio's
-/// bytes over its share of the time.
+/// bytes over its share of the time, and `rmap_lock_ns` of anon_vma lock hold (0: none)
+/// spread over the bytes the same way.
 fn copy_jobs(
     copies: &[(usize, usize, u64)],
     cpu_node: Option<usize>,
     in_fault: bool,
     from_ns: f64,
     until_ns: f64,
+    rmap_lock_ns: f64,
 ) -> impl Iterator<Item = CopyJob> + '_ {
     let total: u64 = copies.iter().map(|c| c.2).sum();
     let ns_per_byte = (until_ns - from_ns).max(0.0) / total.max(1) as f64;
+    let rmap_lock_ns_per_byte = rmap_lock_ns / total.max(1) as f64;
     let mut at = from_ns;
     copies.iter().filter_map(move |&(from, to, bytes)| {
         let start = at;
@@ -2760,7 +2758,7 @@ fn copy_jobs(
                 until_ns: at,
                 written: 0,
             },
-            rmap_lock_ns_per_byte: 0.0,
+            rmap_lock_ns_per_byte,
         })
     })
 }
@@ -2775,8 +2773,16 @@ fn copy_on_thread(
     from_ns: f64,
     until_ns: f64,
     in_fault: bool,
+    rmap_lock_ns: f64,
 ) {
-    let jobs = copy_jobs(copies, Some(th.node), in_fault, from_ns, until_ns);
+    let jobs = copy_jobs(
+        copies,
+        Some(th.node),
+        in_fault,
+        from_ns,
+        until_ns,
+        rmap_lock_ns,
+    );
     th.copies.extend(jobs);
 }
 
@@ -3097,7 +3103,7 @@ fn slow_path_after_wait(
             ns += raise_from_fault(th, sh, (start, 0), flushes, 1.0);
             let copy_ns = sh.p.folio_copy_ns(size, sh.p.kernel_copy_bytes_per_ns);
             let at = th.clock + ns;
-            copy_on_thread(th, &r.copies, at, at + copy_ns, true);
+            copy_on_thread(th, &r.copies, at, at + copy_ns, true, 0.0);
             ns += copy_ns;
             th.s.next_touch_migrations += 1;
             th.tlb.invalidate(start, size);
@@ -3119,7 +3125,14 @@ fn slow_path_after_wait(
             });
         let copied = !h.copies.is_empty();
         // the fault's copies over its time (the hint fault's own costs are small beside them)
-        copy_on_thread(th, &h.copies, th.clock + ns, th.clock + ns + h.ns, true);
+        copy_on_thread(
+            th,
+            &h.copies,
+            th.clock + ns,
+            th.clock + ns + h.ns,
+            true,
+            0.0,
+        );
         for (s, sz) in h.invalidate {
             th.tlb.invalidate(s, sz);
         }
@@ -3208,19 +3221,16 @@ fn moves_on_touch_fault(
             + raise_ns;
         th.tlb.invalidate_range(t.unit_start, t.unit_len);
         th.s.next_touch_migrations += t.report.folios_moved;
-        // the move_pages call's flushes are raised inside the anon_vma lock (all but the
-        // mprotect's, os/anon_vma_lock.rs)
-        let hold = raise_ns * (flushes - 1) as f64 / flushes as f64;
+        // before 3.8 the move_pages call's flushes are raised inside the anon_vma lock (all
+        // but the mprotect's, os/anon_vma_lock.rs)
+        let hold = if sh.anon_vma_lock.exclusive() {
+            raise_ns * (flushes - 1) as f64 / flushes as f64
+        } else {
+            0.0
+        };
         (ns, t.report, hold)
     };
-    let first_job = th.copies.len();
-    copy_on_thread(th, &r.copies, th.clock, th.clock + ns, true);
-    let bytes: u64 = r.copies.iter().map(|c| c.2).sum();
-    if rmap_hold_ns > 0.0 && bytes > 0 && sh.anon_vma_lock.exclusive() {
-        for c in &mut th.copies[first_job..] {
-            c.rmap_lock_ns_per_byte = rmap_hold_ns / bytes as f64;
-        }
-    }
+    copy_on_thread(th, &r.copies, th.clock, th.clock + ns, true, rmap_hold_ns);
     for &(s, size) in &r.moved {
         th.tlb.invalidate(s, size);
         // moved during this fault; other touchers wait (migration_entry.rs)

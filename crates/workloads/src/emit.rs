@@ -142,7 +142,13 @@ impl Script {
     }
 
     pub fn access(&mut self, addr: u64, kind: AccessKind) {
-        self.steps.push(Step::Op(Op::Access { addr, kind }));
+        self.op(Op::Access { addr, kind });
+    }
+
+    /// Any single op (a long `Run` resumes across epochs in the engine; a program's
+    /// `MovePages` call).
+    pub fn op(&mut self, op: Op) {
+        self.steps.push(Step::Op(op));
     }
 
     pub fn gen(&mut self, g: impl Gen + 'static) {

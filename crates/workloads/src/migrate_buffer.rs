@@ -20,7 +20,7 @@
 //! thread 0 on the first CPU of `from`, copier i on the i-th CPU of `to` (threads beyond the
 //! node's CPUs take turns on them).
 
-use crate::emit::{Gen, Script, Span, Status, CHUNK_OPS};
+use crate::emit::{Script, Span};
 use crate::spec::{format_size, Params, WorkloadError};
 use numalab_core::workload::{
     AccessKind, AddressSpace, MapOptions, Op, Placements, ThreadSpec, Workload, LINE_BYTES,
@@ -40,8 +40,6 @@ pub const PHASE_MIGRATE: u16 = 2;
 
 /// The page the copiers touch once each: GF09's buffers are base pages (Linux 2.6.27, no THP).
 pub const PAGE_BYTES: u64 = 4096;
-/// Pages touched per op.
-const TOUCH_CHUNK_PAGES: u64 = 4096;
 /// Lines per op of the fill.
 const FILL_CHUNK_LINES: u64 = 4096;
 
@@ -107,61 +105,6 @@ impl MigrateBuffer {
     }
 }
 
-/// One write at the start of each page of [lo, hi).
-struct PageTouches {
-    base: u64,
-    next: u64,
-    end: u64,
-}
-
-impl Gen for PageTouches {
-    fn emit(&mut self, out: &mut Vec<Op>) -> Status {
-        while self.next < self.end && out.len() < CHUNK_OPS {
-            let n = (self.end - self.next).min(TOUCH_CHUNK_PAGES);
-            out.push(Op::Run {
-                base: self.base + self.next * PAGE_BYTES,
-                lines: n as u32,
-                stride_bytes: PAGE_BYTES as u16,
-                kind: AccessKind::Write,
-            });
-            self.next += n;
-        }
-        if self.next < self.end {
-            Status::More
-        } else {
-            Status::Done
-        }
-    }
-}
-
-/// One `move_pages` call for the pages [next, end) (split only where a share exceeds what one
-/// op can name).
-struct MovePagesCalls {
-    base: u64,
-    next: u64,
-    end: u64,
-    node: u16,
-}
-
-impl Gen for MovePagesCalls {
-    fn emit(&mut self, out: &mut Vec<Op>) -> Status {
-        while self.next < self.end && out.len() < CHUNK_OPS {
-            let n = (self.end - self.next).min(u32::MAX as u64);
-            out.push(Op::MovePages {
-                base: self.base + self.next * PAGE_BYTES,
-                pages: n as u32,
-                node: self.node,
-            });
-            self.next += n;
-        }
-        if self.next < self.end {
-            Status::More
-        } else {
-            Status::Done
-        }
-    }
-}
-
 impl Workload for MigrateBuffer {
     fn name(&self) -> String {
         format!(
@@ -211,19 +154,24 @@ impl Workload for MigrateBuffer {
                 if t > 0 {
                     s.barrier();
                     s.phase(PHASE_MIGRATE);
+                    // a share fits one op: size is at most 1T, 2^28 pages
                     let (lo, hi) = self.share(t as u64 - 1);
-                    if self.move_pages {
-                        s.gen(MovePagesCalls {
-                            base,
-                            next: lo,
-                            end: hi,
-                            node: self.to,
-                        });
-                    } else {
-                        s.gen(PageTouches {
-                            base,
-                            next: lo,
-                            end: hi,
+                    let (start, pages) = (base + lo * PAGE_BYTES, (hi - lo) as u32);
+                    if pages > 0 {
+                        s.op(if self.move_pages {
+                            Op::MovePages {
+                                base: start,
+                                pages,
+                                node: self.to,
+                            }
+                        } else {
+                            // one write at the start of each page
+                            Op::Run {
+                                base: start,
+                                lines: pages,
+                                stride_bytes: PAGE_BYTES as u16,
+                                kind: AccessKind::Write,
+                            }
                         });
                     }
                 }
