@@ -284,6 +284,8 @@ struct Thread {
     /// Interrupts taken while it has migrations under the anon_vma lock, ns: time it would
     /// have spent spinning for the lock anyway (`spin_lock` leaves interrupts on).
     rmap_ipi_credit_ns: f64,
+    /// The flush interrupts of its calls still running, for its task's other CPUs.
+    raised: Vec<InterruptStream>,
     s: ThreadStats,
     /// The phase the thread is in: its id, start clock and the counters at its start.
     phase: Option<(u16, f64, Box<ThreadStats>)>,
@@ -299,6 +301,17 @@ impl Thread {}
 
 /// A thread that ended its program in an epoch and waits at the epoch's end for what it
 /// issued before (a backlog, the mmap_lock) ends when the wait does.
+/// The rest of a thread's kernel work (its copies, the interrupts its calls raise) comes `ns`
+/// later: the thread waited.
+fn delay_work(th: &mut Thread, ns: f64) {
+    for c in &mut th.copies {
+        c.span.delay(ns);
+    }
+    for st in &mut th.raised {
+        st.delay(ns);
+    }
+}
+
 fn finish_after_wait(th: &mut Thread) {
     if th.finished {
         th.s.time_ns = th.clock;
@@ -340,6 +353,43 @@ impl Span {
     fn delay(&mut self, ns: f64) {
         self.from_ns += ns;
         self.until_ns += ns;
+    }
+}
+
+/// The flush interrupts of one call that raises many shootdowns (a migration call, user-space
+/// next-touch's move_pages): the other CPUs of its task take them at an even rate while the
+/// call unmaps and copies its folios, one flush per folio or batch (docs/model.md, "TLB
+/// shootdowns"). Handed out at each epoch's end (`Simulator::deliver_interrupts`); when the
+/// raising thread's work waits (a backlog, the anon_vma lock), so do its interrupts.
+#[derive(Clone, Debug)]
+struct InterruptStream {
+    /// The threads whose CPUs the shootdowns reach (`Simulator::shootdown_cpus`).
+    cpus: Vec<(CpuId, usize)>,
+    /// What each of them loses over the whole call, ns.
+    ns: f64,
+    from_ns: f64,
+    until_ns: f64,
+    /// Handed out up to here.
+    delivered_to_ns: f64,
+}
+
+impl InterruptStream {
+    /// The rest comes `ns` later (its call waited).
+    fn delay(&mut self, ns: f64) {
+        self.from_ns += ns;
+        self.until_ns += ns;
+        self.delivered_to_ns += ns;
+    }
+
+    /// The share of `ns` that falls by `t_ns` and was not handed out yet; marks it handed out.
+    fn take_until(&mut self, t_ns: f64) -> f64 {
+        let to = t_ns.min(self.until_ns);
+        if to <= self.delivered_to_ns {
+            return 0.0;
+        }
+        let part = self.ns * (to - self.delivered_to_ns) / (self.until_ns - self.from_ns);
+        self.delivered_to_ns = to;
+        part
     }
 }
 
@@ -413,9 +463,8 @@ struct Shared {
     max_samples: usize,
     samples_taken: u64,
     /// TLB shootdowns raised in a fault handler for the task's other threads, applied when
-    /// the faulting thread's run returns: (task, faulting thread, start, len, ns each other
-    /// live thread loses).
-    deferred_shootdowns: Vec<(TaskId, u32, u64, u64, f64)>,
+    /// the faulting thread's run returns.
+    deferred_shootdowns: Vec<DeferredShootdowns>,
     /// Per task, its threads that have not finished: the CPUs a shootdown reaches.
     live_threads: Vec<u32>,
     /// Per task, the CPUs its live threads are placed on, when threads take turns on CPUs
@@ -424,6 +473,19 @@ struct Shared {
     /// Fault time given back to a thread that lost a first-touch race it had faulted for
     /// (os/first_touch.rs): (thread, ns), applied when the running thread's turn returns.
     fault_refunds: Vec<(u32, f64)>,
+}
+
+/// Shootdowns a fault handler raised, for its task's other threads.
+struct DeferredShootdowns {
+    task: TaskId,
+    /// The faulting thread (its own CPU is not reached).
+    raiser: u32,
+    /// The range to drop from their TLBs (len 0: nothing more to drop).
+    range: (u64, u64),
+    /// What each other live thread loses, ns, spread over `window` (at once when it is
+    /// empty: one flush).
+    ns: f64,
+    window: (f64, f64),
 }
 
 pub struct Simulator {
@@ -456,6 +518,9 @@ pub struct Simulator {
     /// The lines the daemons' copies put on the memory system in the current epoch, per CPU
     /// node (`memsys::requester_lines`): their share of a backlog's wait.
     daemon_lines: Vec<Vec<u64>>,
+    /// Flush interrupts of the policy daemon's calls still running (`interrupt_over`; a
+    /// thread's are its own, `Thread::raised`).
+    interrupt_streams: Vec<InterruptStream>,
     /// Policy hooks that acted, with their decisions (`SimResult::policy_log`).
     policy_log: Vec<PolicyLogEntry>,
     /// Policies are configured: phase ops stop a thread's run for `on_phase`.
@@ -605,6 +670,7 @@ impl Simulator {
                     epoch_rmap_lock_ns: 0.0,
                     epoch_rmap_lock_fault_ns: 0.0,
                     rmap_ipi_credit_ns: 0.0,
+                    raised: Vec::new(),
                     epoch_dram_start: 0,
                     epoch_lines: crate::memsys::requester_lines(machine.topology.num_nodes()),
                     s: ThreadStats {
@@ -755,6 +821,7 @@ impl Simulator {
                 crate::memsys::requester_lines(machine.topology.num_nodes());
                 machine.topology.num_nodes()
             ],
+            interrupt_streams: Vec::new(),
             policy_log: Vec::new(),
             hooks: false,
             sched: None,
@@ -845,12 +912,14 @@ impl Simulator {
                 }
             }
             self.write_daemon_copies(end);
+            self.deliver_interrupts(end);
             let served = self.sh.mem.end_epoch(epoch);
             self.wait_for_backlogs(end, &served, &clocks_at_start);
             self.wait_for_mmap_lock(end, epoch);
             if self.sh.anon_vma_lock.exclusive() {
                 self.wait_for_anon_vma_lock(end, epoch);
             }
+            self.close_finished_phases();
             let bytes = served.ctrl_bytes;
             for (n, b) in bytes.iter().enumerate() {
                 tl_acc[n] += b;
@@ -989,9 +1058,7 @@ impl Simulator {
                 } else {
                     th.clock + wait
                 };
-                for c in &mut th.copies {
-                    c.span.delay(wait);
-                }
+                delay_work(th, wait);
                 finish_after_wait(th);
             }
             th.epoch_zero_lines = 0;
@@ -1055,15 +1122,13 @@ impl Simulator {
             if held == 0.0 || backlog[task] == 0.0 {
                 continue;
             }
-            // its copies wait their share; the interrupts it took during its calls (already
-            // on its clock) fall in that spinning time
+            // it waits its share; the interrupts it took during its calls (already on its
+            // clock and its copies) fall in that spinning time
             let share = backlog[task] * held / most[task];
-            for c in &mut th.copies {
-                c.span.delay(share);
-            }
             let absorbed = share.min(th.rmap_ipi_credit_ns);
             th.rmap_ipi_credit_ns -= absorbed;
             let share = share - absorbed;
+            delay_work(th, share);
             if share <= 0.0 {
                 continue;
             }
@@ -1085,6 +1150,16 @@ impl Simulator {
             th.s.fault_ns += fault;
             th.s.migration_ns += wait - fault;
             finish_after_wait(th);
+        }
+    }
+
+    /// The last phase of every thread that ended in the epoch, closed once the epoch's waits
+    /// (backlogs, locks) have moved its end.
+    fn close_finished_phases(&mut self) {
+        for th in &mut self.threads {
+            if th.finished && th.phase.is_some() {
+                close_phase(th, &mut self.phases);
+            }
         }
     }
 
@@ -1374,7 +1449,8 @@ impl Simulator {
                     drain_stores(th);
                     th.finished = true;
                     sh.live_threads[th.task.index()] -= 1;
-                    close_phase(th, &mut self.phases);
+                    // its last phase closes after the epoch's waits, which it may still
+                    // have to wait (`close_finished_phases`)
                     th.s.time_ns = th.clock;
                     return Ok(());
                 }
@@ -1839,7 +1915,7 @@ impl Simulator {
             }
         }
         let ipi_ns = flushes as f64 * self.sh.p.shootdowns.ipi_ns;
-        self.interrupt(task, &cpus, (0, 0), ipi_ns);
+        self.interrupt_over(caller, cpus, ipi_ns, window);
     }
 
     /// A daemon copies `copies` (from, to, bytes) over `[from_ns, until_ns)` of its work: as
@@ -2001,10 +2077,11 @@ impl Simulator {
 
     /// The other CPUs' share of shootdowns raised in fault handlers.
     fn flush_deferred_shootdowns(&mut self) {
-        for (task, except, start, len, ns) in std::mem::take(&mut self.sh.deferred_shootdowns) {
-            let raiser = self.threads.iter().position(|t| t.id == except);
-            let cpus = self.shootdown_cpus(task, raiser);
-            self.interrupt(task, &cpus, (start, len), ns);
+        for d in std::mem::take(&mut self.sh.deferred_shootdowns) {
+            let raiser = self.threads.iter().position(|t| t.id == d.raiser);
+            let cpus = self.shootdown_cpus(d.task, raiser);
+            self.interrupt(d.task, &cpus, d.range, 0.0);
+            self.interrupt_over(raiser, cpus, d.ns, d.window);
         }
     }
 
@@ -2041,12 +2118,83 @@ impl Simulator {
                 self.cores.state(th.core).tlb.invalidate_range(start, len);
             }
         }
+        self.lose_to_interrupts(cpus, ns);
+    }
+
+    /// Each of `cpus` loses `ns` to flush interrupts spread evenly over `window` (a call's
+    /// unmapping and copying, one flush per folio or batch): handed out at the epochs' ends
+    /// that `window` covers (`deliver_interrupts`), at once when it is empty. A call's
+    /// thousands of flushes then reach the others while it runs, not in one lump when it
+    /// starts, which would hold the others' own calls back by the whole lump.
+    fn interrupt_over(
+        &mut self,
+        raiser: Option<usize>,
+        cpus: Vec<(CpuId, usize)>,
+        ns: f64,
+        (from, until): (f64, f64),
+    ) {
+        if ns <= 0.0 || cpus.is_empty() {
+            return;
+        }
+        if until <= from {
+            self.lose_to_interrupts(&cpus, ns);
+            return;
+        }
+        let stream = InterruptStream {
+            cpus,
+            ns,
+            from_ns: from,
+            until_ns: until,
+            delivered_to_ns: from,
+        };
+        match raiser.and_then(|t| self.threads.get_mut(t)) {
+            Some(th) => th.raised.push(stream),
+            None => self.interrupt_streams.push(stream),
+        }
+    }
+
+    /// The flush interrupts that the calls still running raised by `end` (`interrupt_over`).
+    fn deliver_interrupts(&mut self, end: f64) {
+        let mut daemon = std::mem::take(&mut self.interrupt_streams);
+        self.deliver_streams(&mut daemon, end);
+        self.interrupt_streams = daemon;
+        for t in 0..self.threads.len() {
+            if self.threads[t].raised.is_empty() {
+                continue;
+            }
+            let mut raised = std::mem::take(&mut self.threads[t].raised);
+            self.deliver_streams(&mut raised, end);
+            // the raiser may have been interrupted meanwhile by another's
+            raised.append(&mut self.threads[t].raised);
+            self.threads[t].raised = raised;
+        }
+    }
+
+    fn deliver_streams(&mut self, streams: &mut Vec<InterruptStream>, end: f64) {
+        for st in streams.iter_mut() {
+            let ns = st.take_until(end);
+            self.lose_to_interrupts(&st.cpus, ns);
+        }
+        streams.retain(|st| st.until_ns > end);
+    }
+
+    /// Each of `cpus` loses `ns` to interrupts: the thread holding it (when threads take turns
+    /// on it) runs that much later, a copy it is running included. A thread that has ended
+    /// left its CPU, which loses nothing of its.
+    fn lose_to_interrupts(&mut self, cpus: &[(CpuId, usize)], ns: f64) {
+        if ns <= 0.0 {
+            return;
+        }
         let spins = self.sh.anon_vma_lock.exclusive();
         for &(_, t) in cpus {
             let on_cpu = self.sched.as_ref().map_or(t, |s| s.holder_for(t));
             let th = &mut self.threads[on_cpu];
+            if th.finished {
+                continue;
+            }
             th.clock += ns;
             th.s.migration_ns += ns;
+            delay_work(th, ns);
             if spins {
                 th.rmap_ipi_credit_ns += ns;
             }
@@ -3100,7 +3248,7 @@ fn slow_path_after_wait(
             let flushes =
                 sh.p.shootdowns
                     .migration_flushes(std::iter::once((size, false)));
-            ns += raise_from_fault(th, sh, (start, 0), flushes, 1.0);
+            ns += raise_from_fault(th, sh, (start, 0), flushes, 1.0, None);
             let copy_ns = sh.p.folio_copy_ns(size, sh.p.kernel_copy_bytes_per_ns);
             let at = th.clock + ns;
             copy_on_thread(th, &r.copies, at, at + copy_ns, true, 0.0);
@@ -3142,7 +3290,7 @@ fn slow_path_after_wait(
             .numab
             .as_ref()
             .map_or(1.0, |nb| nb.params.cost_scale());
-        ns += h.ns + raise_from_fault(th, sh, (0, 0), h.flushes, scale);
+        ns += h.ns + raise_from_fault(th, sh, (0, 0), h.flushes, scale, None);
         if copied {
             // the faulting thread copies the folio; other touchers wait (migration_entry.rs)
             let now = sh.os.pt.get(addr).size();
@@ -3166,13 +3314,16 @@ fn runnable_in(threads: &[Thread]) -> impl Fn(usize) -> bool + '_ {
 
 /// `flushes` shootdowns of `[start, start + len)` raised in thread `th`'s fault handler, at
 /// `scale` times the costs (os/tlb_shootdown.rs): returns the thread's time; the task's other
-/// live threads lose the interrupts when this thread's run returns.
+/// live threads lose the interrupts from when this thread's run returns, spread over
+/// `work`, the `(from, ns)` of the handler's work among which the flushes are raised, and
+/// the raising itself (None: at once).
 fn raise_from_fault(
     th: &Thread,
     sh: &mut Shared,
     (start, len): (u64, u64),
     flushes: u32,
     scale: f64,
+    work: Option<(f64, f64)>,
 ) -> f64 {
     let own = match &sh.task_cpus {
         Some(c) => c[th.task.index()],
@@ -3184,10 +3335,16 @@ fn raise_from_fault(
     }
     let sd = sh.p.shootdowns.scaled(scale);
     sh.os.vm.count_remote_flushes(flushes, cpus);
-    let ipi_ns = flushes as f64 * sd.ipi_ns;
-    sh.deferred_shootdowns
-        .push((th.task, th.id, start, len, ipi_ns));
-    flushes as f64 * sd.initiator_ns(cpus)
+    let raise_ns = flushes as f64 * sd.initiator_ns(cpus);
+    let window = work.map_or((0.0, 0.0), |(from, ns)| (from, from + ns + raise_ns));
+    sh.deferred_shootdowns.push(DeferredShootdowns {
+        task: th.task,
+        raiser: th.id,
+        range: (start, len),
+        ns: flushes as f64 * sd.ipi_ns,
+        window,
+    });
+    raise_ns
 }
 
 /// A fault on a page marked by user-space next-touch or unmapped by lazy migration
@@ -3213,12 +3370,12 @@ fn moves_on_touch_fault(
         let moved = t.report.moved.iter().map(|&(_, size)| (size, false));
         let flushes = sh.p.shootdowns.migration_flushes(moved) + 1;
         let unit = (t.unit_start, t.unit_len);
-        let raise_ns = raise_from_fault(th, sh, unit, flushes, 1.0);
-        let ns = sh.p.signal_ns
-            + sh.p.move_pages_base_ns
-            + bytes as f64 / sh.p.move_pages_bytes_per_ns
-            + sh.p.mprotect_ns
-            + raise_ns;
+        // the flushes are raised among the call's copies
+        let copy_ns = bytes as f64 / sh.p.move_pages_bytes_per_ns;
+        let copies_from = th.clock + sh.p.signal_ns + sh.p.move_pages_base_ns;
+        let work = Some((copies_from, copy_ns));
+        let raise_ns = raise_from_fault(th, sh, unit, flushes, 1.0, work);
+        let ns = sh.p.signal_ns + sh.p.move_pages_base_ns + copy_ns + sh.p.mprotect_ns + raise_ns;
         th.tlb.invalidate_range(t.unit_start, t.unit_len);
         th.s.next_touch_migrations += t.report.folios_moved;
         // before 3.8 the move_pages call's flushes are raised inside the anon_vma lock (all

@@ -480,8 +480,10 @@ fn move_pages_copiers_on_a_kernel_before_3_8_queue_on_the_anon_vma_lock() {
     let hold_ns = m.os.shootdown_initiator_ns(3);
     let bound = PAGE as f64 / hold_ns;
     let four = bench_gbps(&m, spec, 5, epoch);
+    // the lock served without gaps: each call's interrupts reach the others while it runs
+    // (engine.rs, `interrupt_over`), so the four calls start together
     assert!(
-        four <= 1.01 * bound && four >= 0.85 * bound,
+        four <= 1.01 * bound && four >= 0.98 * bound,
         "four copiers {four:.3} GB/s, the lock serves {bound:.3}"
     );
     let three = bench_gbps(&m, spec, 4, epoch);
@@ -527,7 +529,7 @@ fn user_space_next_touch_copiers_on_a_kernel_before_3_8_queue_on_the_anon_vma_lo
     assert_eq!(r.migrated_pages, PAGES * 4);
     let four = (PAGES * 4 * PAGE) as f64 / migrate_phase_ns(&r);
     assert!(
-        four <= 1.01 * bound && four >= 0.8 * bound,
+        four <= 1.01 * bound && four >= 0.98 * bound,
         "four user-space next-touch copiers {four:.3} GB/s, the lock serves {bound:.3}"
     );
     // the copiers' waits are inside their SIGSEGV faults: fault time

@@ -146,3 +146,54 @@ fn a_phase_counts_a_moved_thread_on_the_node_it_moved_to() {
     assert!(p0.metrics.lar_percent.unwrap() > 95.0);
     assert!(p1.metrics.lar_percent.unwrap() < 5.0, "{:?}", p1.metrics);
 }
+
+#[test]
+fn a_thread_that_ends_in_an_epoch_keeps_that_epochs_waits_in_its_last_phase() {
+    // Six threads of node 0 read their own data from node 1, thread t (t + 1) × 512 KiB, and end:
+    // the link is oversubscribed, so a thread that ends early in an epoch still waits for its
+    // last lines at the epoch's end. Its last phase must hold that wait, as the run's time
+    // does: the phase ends when the last thread's run does, and each thread's share of the
+    // phase is its whole time after the phase began.
+    const MIB4: u64 = 4 << 20;
+    let w = Script {
+        maps: vec![(
+            6 * MIB4,
+            MapOptions {
+                policy: Some(MemPolicy::Preferred { node: NodeId(1) }),
+                ..Default::default()
+            },
+        )],
+        threads: 6,
+        ops: |b: &[u64], t: usize| {
+            let own = b[0] + t as u64 * MIB4;
+            vec![
+                Op::Phase { id: 0 },
+                lines(own, MIB4, AccessKind::Write),
+                Op::Barrier,
+                Op::Phase { id: 1 },
+                lines(own, (t as u64 + 1) << 19, AccessKind::Read),
+            ]
+        },
+    };
+    let m = numalab_machine::preset("xeon-x5650-2n").unwrap();
+    for epoch_ns in [20_000.0, 100_000.0] {
+        let cfg = SimConfig {
+            pinning: "0-5".parse::<Pinning>().unwrap(),
+            epoch_ns,
+            ..Default::default()
+        };
+        let r = simulate(&m, &w, cfg).unwrap();
+        let last = &r.phases[1];
+        assert_eq!(last.end_ns, r.sim_time_ns, "epoch {epoch_ns} ns");
+        for (t, th) in r.per_thread.iter().enumerate() {
+            let in_phase = last.per_thread[t].time_ns;
+            assert!(
+                th.time_ns - in_phase >= last.start_ns - 1e-6
+                    // it left the barrier with the others, within a few µs
+                    && (th.time_ns - in_phase - r.phases[0].end_ns).abs() < 1e4,
+                "thread {t}: ends at {} ns, {in_phase} ns of it in the last phase (epoch {epoch_ns})",
+                th.time_ns
+            );
+        }
+    }
+}

@@ -14,13 +14,23 @@ use numalab_workloads::script::Script;
 const PAGE: u64 = 4096;
 const PAGES: u64 = 1024;
 
-/// `threads` threads on node 0: thread 0 first-touches the buffer, then all compute for about
-/// 5 ms (the daemon's call comes at 2 ms) and leave.
+/// Compute ops of 20 000 cycles each thread runs after the first touches: about 18 ms at the
+/// preset's 1.7 GHz, past the end of the daemon's call (2 ms to about 14 ms).
+const OUTLAST_THE_CALL: u32 = 1_500;
+
+/// `threads` threads on node 0: thread 0 first-touches the buffer, then all compute past the
+/// end of the daemon's call (which comes at 2 ms) and leave.
 fn run(m: &Machine, threads: usize) -> SimResult {
-    run_on(m, threads, m.topology.nodes[0].cpus[..threads].to_vec())
+    run_on(
+        m,
+        threads,
+        m.topology.nodes[0].cpus[..threads].to_vec(),
+        OUTLAST_THE_CALL,
+    )
 }
 
-fn run_on(m: &Machine, threads: usize, cpus: Vec<numalab_core::CpuId>) -> SimResult {
+/// As `run`, on `cpus`, each thread computing `ops` times 20 000 cycles.
+fn run_on(m: &Machine, threads: usize, cpus: Vec<numalab_core::CpuId>, ops: u32) -> SimResult {
     let w = Script {
         maps: vec![(PAGES * PAGE, MapOptions::default())],
         threads,
@@ -35,7 +45,7 @@ fn run_on(m: &Machine, threads: usize, cpus: Vec<numalab_core::CpuId>) -> SimRes
                 });
             }
             v.push(Op::Barrier);
-            for _ in 0..400 {
+            for _ in 0..ops {
                 v.push(Op::Compute {
                     cycles: 20_000,
                     instructions: 20_000,
@@ -113,7 +123,8 @@ fn threads_taking_turns_on_a_cpu_are_one_cpu_to_reach() {
     // each loses the interrupt
     let m = machine("3.9");
     let c = &m.topology.nodes[0].cpus;
-    let r = run_on(&m, 6, [c[0], c[1], c[2], c[0], c[1], c[2]].to_vec());
+    let cpus = [c[0], c[1], c[2], c[0], c[1], c[2]].to_vec();
+    let r = run_on(&m, 6, cpus, OUTLAST_THE_CALL);
     assert_eq!(r.vmstat.pgmigrate_success, PAGES);
     assert_eq!(r.vmstat.nr_tlb_remote_flush_received, 3 * PAGES);
     let lost: f64 = r.per_thread.iter().map(|t| t.migration_ns).sum();
@@ -142,4 +153,29 @@ fn the_raising_cpu_pays_more_for_each_further_cpu_reached() {
         (extra / per_cpu - 1.0).abs() < 1e-6,
         "{extra} ns for five more CPUs"
     );
+}
+
+#[test]
+fn a_calls_interrupts_reach_the_others_while_it_runs() {
+    // The threads leave at about 5 ms, a third of the way through the daemon's call: each
+    // has lost the interrupts of the part of the call it was there for (they come at an even
+    // rate over the call's unmapping and copying, engine::interrupt_over), not all of them
+    // at the call's start.
+    let m = machine("3.9");
+    let r = run_on(&m, 6, m.topology.nodes[0].cpus[..6].to_vec(), 400);
+    assert_eq!(r.vmstat.pgmigrate_success, PAGES);
+    let ipi = PAGES as f64 * m.os.tlb_flush_ipi_ns;
+    // the daemon runs from the tick's epoch end; its interrupts over its call less the base
+    let from = 2_000_000.0 + m.os.move_pages_base_ns;
+    let until = 2_000_000.0 + r.policy_ns;
+    for (i, t) in r.per_thread.iter().enumerate() {
+        assert!(t.time_ns < until, "thread {i} ends at {} ns", t.time_ns);
+        let expect = ipi * (t.time_ns - from) / (until - from);
+        assert!(
+            (t.migration_ns / expect - 1.0).abs() < 0.02,
+            "thread {i} lost {} ns by its end at {} ns, {expect} expected",
+            t.migration_ns,
+            t.time_ns
+        );
+    }
 }
