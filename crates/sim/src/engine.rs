@@ -284,7 +284,8 @@ struct Thread {
     /// Interrupts taken while it has migrations under the anon_vma lock, ns: time it would
     /// have spent spinning for the lock anyway (`spin_lock` leaves interrupts on).
     rmap_ipi_credit_ns: f64,
-    /// The flush interrupts of its calls still running, for its task's other CPUs.
+    /// The flush interrupts of its calls still running, for the other CPUs of the task whose
+    /// pages they move.
     raised: Vec<InterruptStream>,
     s: ThreadStats,
     /// The phase the thread is in: its id, start clock and the counters at its start.
@@ -299,8 +300,6 @@ struct Thread {
 
 impl Thread {}
 
-/// A thread that ended its program in an epoch and waits at the epoch's end for what it
-/// issued before (a backlog, the mmap_lock) ends when the wait does.
 /// The rest of a thread's kernel work (its copies, the interrupts its calls raise) comes `ns`
 /// later: the thread waited.
 fn delay_work(th: &mut Thread, ns: f64) {
@@ -312,6 +311,8 @@ fn delay_work(th: &mut Thread, ns: f64) {
     }
 }
 
+/// A thread that ended its program in an epoch and waits at the epoch's end for what it
+/// issued before (a backlog, the mmap_lock) ends when the wait does.
 fn finish_after_wait(th: &mut Thread) {
     if th.finished {
         th.s.time_ns = th.clock;
@@ -462,8 +463,8 @@ struct Shared {
     tick_samples: Vec<AccessSample>,
     max_samples: usize,
     samples_taken: u64,
-    /// TLB shootdowns raised in a fault handler for the task's other threads, applied when
-    /// the faulting thread's run returns.
+    /// TLB shootdowns raised in a fault handler for the task's other threads, handed to
+    /// `interrupt_over` when the faulting thread's run returns.
     deferred_shootdowns: Vec<DeferredShootdowns>,
     /// Per task, its threads that have not finished: the CPUs a shootdown reaches.
     live_threads: Vec<u32>,
@@ -519,8 +520,9 @@ pub struct Simulator {
     /// node (`memsys::requester_lines`): their share of a backlog's wait.
     daemon_lines: Vec<Vec<u64>>,
     /// Flush interrupts of the policy daemon's calls still running (`interrupt_over`; a
-    /// thread's are its own, `Thread::raised`).
-    interrupt_streams: Vec<InterruptStream>,
+    /// thread's are its own, `Thread::raised`). Unlike its copies, they keep their pace when
+    /// the daemon's copies wait for a backlog (a call's copies may wait on several nodes).
+    daemon_raised: Vec<InterruptStream>,
     /// Policy hooks that acted, with their decisions (`SimResult::policy_log`).
     policy_log: Vec<PolicyLogEntry>,
     /// Policies are configured: phase ops stop a thread's run for `on_phase`.
@@ -821,7 +823,7 @@ impl Simulator {
                 crate::memsys::requester_lines(machine.topology.num_nodes());
                 machine.topology.num_nodes()
             ],
-            interrupt_streams: Vec::new(),
+            daemon_raised: Vec::new(),
             policy_log: Vec::new(),
             hooks: false,
             sched: None,
@@ -1092,6 +1094,8 @@ impl Simulator {
             }
             let until = end + backlog[task] * faults as f64 / most[task] as f64;
             if th.clock < until {
+                // the fault's copies (next-touch, hinting faults) come after the lock
+                delay_work(th, until - th.clock);
                 th.s.fault_ns += until - th.clock;
                 th.clock = until;
                 finish_after_wait(th);
@@ -1100,10 +1104,10 @@ impl Simulator {
     }
 
     /// Threads whose migrations held their process's anon_vma lock beyond what the epoch
-    /// served wait for its backlog at the epoch's end, each in proportion to its holds: the
-    /// rest of its copies moves later by its share, and its clock by its share less the
-    /// interrupts it took during its calls, as migration time (fault time for holds inside a
-    /// fault) (os/anon_vma_lock.rs).
+    /// served wait for its backlog at the epoch's end, each in proportion to its holds: its
+    /// clock and the rest of its work (copies, interrupts it raises) move later by its share
+    /// less the interrupts it took during its calls (which moved them already), as migration
+    /// time (fault time for holds inside a fault) (os/anon_vma_lock.rs).
     fn wait_for_anon_vma_lock(&mut self, end: f64, epoch_ns: f64) {
         let backlog = self.sh.anon_vma_lock.end_epoch(epoch_ns);
         let mut most = vec![0.0f64; backlog.len()];
@@ -2124,8 +2128,8 @@ impl Simulator {
     /// Each of `cpus` loses `ns` to flush interrupts spread evenly over `window` (a call's
     /// unmapping and copying, one flush per folio or batch): handed out at the epochs' ends
     /// that `window` covers (`deliver_interrupts`), at once when it is empty. A call's
-    /// thousands of flushes then reach the others while it runs, not in one lump when it
-    /// starts, which would hold the others' own calls back by the whole lump.
+    /// thousands of flushes then reach the others while it runs; charged all at its start,
+    /// they would hold back the calls the others were about to make.
     fn interrupt_over(
         &mut self,
         raiser: Option<usize>,
@@ -2149,55 +2153,76 @@ impl Simulator {
         };
         match raiser.and_then(|t| self.threads.get_mut(t)) {
             Some(th) => th.raised.push(stream),
-            None => self.interrupt_streams.push(stream),
+            None => self.daemon_raised.push(stream),
         }
     }
 
     /// The flush interrupts that the calls still running raised by `end` (`interrupt_over`).
     fn deliver_interrupts(&mut self, end: f64) {
-        let mut daemon = std::mem::take(&mut self.interrupt_streams);
+        let mut daemon = std::mem::take(&mut self.daemon_raised);
         self.deliver_streams(&mut daemon, end);
-        self.interrupt_streams = daemon;
+        self.daemon_raised = daemon;
         for t in 0..self.threads.len() {
             if self.threads[t].raised.is_empty() {
                 continue;
             }
+            // delivering raises no stream, so nothing joins the list while it is out
             let mut raised = std::mem::take(&mut self.threads[t].raised);
             self.deliver_streams(&mut raised, end);
-            // the raiser may have been interrupted meanwhile by another's
-            raised.append(&mut self.threads[t].raised);
+            debug_assert!(self.threads[t].raised.is_empty());
             self.threads[t].raised = raised;
         }
     }
 
+    /// Each stream's part from where it was handed out to `end`, to the threads on its CPUs;
+    /// a thread that ended in between takes the part up to its end.
     fn deliver_streams(&mut self, streams: &mut Vec<InterruptStream>, end: f64) {
         for st in streams.iter_mut() {
+            let from = st.delivered_to_ns;
             let ns = st.take_until(end);
-            self.lose_to_interrupts(&st.cpus, ns);
+            if ns <= 0.0 {
+                continue;
+            }
+            let to = st.delivered_to_ns;
+            for &(_, t) in &st.cpus {
+                let on_cpu = self.sched.as_ref().map_or(t, |s| s.holder_for(t));
+                let th = &self.threads[on_cpu];
+                let part = if th.finished {
+                    ns * ((th.s.time_ns.min(to) - from) / (to - from)).max(0.0)
+                } else {
+                    ns
+                };
+                self.lose_to_interrupt(on_cpu, part);
+            }
         }
         streams.retain(|st| st.until_ns > end);
     }
 
-    /// Each of `cpus` loses `ns` to interrupts: the thread holding it (when threads take turns
-    /// on it) runs that much later, a copy it is running included. A thread that has ended
-    /// left its CPU, which loses nothing of its.
+    /// Each of `cpus` loses `ns` to interrupts now: the thread holding it (when threads take
+    /// turns on it). A thread that has ended left its CPU, which loses nothing of its.
     fn lose_to_interrupts(&mut self, cpus: &[(CpuId, usize)], ns: f64) {
+        for &(_, t) in cpus {
+            let on_cpu = self.sched.as_ref().map_or(t, |s| s.holder_for(t));
+            if !self.threads[on_cpu].finished {
+                self.lose_to_interrupt(on_cpu, ns);
+            }
+        }
+    }
+
+    /// Thread `t` loses `ns` to interrupts: it runs that much later, a copy it is running
+    /// included (a thread that has ended, by an interrupt before its end: it ends later).
+    fn lose_to_interrupt(&mut self, t: usize, ns: f64) {
         if ns <= 0.0 {
             return;
         }
         let spins = self.sh.anon_vma_lock.exclusive();
-        for &(_, t) in cpus {
-            let on_cpu = self.sched.as_ref().map_or(t, |s| s.holder_for(t));
-            let th = &mut self.threads[on_cpu];
-            if th.finished {
-                continue;
-            }
-            th.clock += ns;
-            th.s.migration_ns += ns;
-            delay_work(th, ns);
-            if spins {
-                th.rmap_ipi_credit_ns += ns;
-            }
+        let th = &mut self.threads[t];
+        th.clock += ns;
+        th.s.migration_ns += ns;
+        delay_work(th, ns);
+        finish_after_wait(th);
+        if spins {
+            th.rmap_ipi_credit_ns += ns;
         }
     }
 
@@ -3349,8 +3374,9 @@ fn raise_from_fault(
 
 /// A fault on a page marked by user-space next-touch or unmapped by lazy migration
 /// (os/next_touch.rs), charged to the toucher. User-space: SIGSEGV delivery, one move_pages
-/// call for the unit, the mprotect restoring it and its shootdown (the other CPUs' share is
-/// applied when this thread's run returns). Lazy: one fault plus a kernel copy per page moved.
+/// call for the unit, the mprotect restoring it and its shootdowns (the other CPUs' share is
+/// handed over when this thread's run returns, spread over the call's copies). Lazy: one
+/// fault plus a kernel copy per page moved.
 #[cold]
 fn moves_on_touch_fault(
     th: &mut Thread,

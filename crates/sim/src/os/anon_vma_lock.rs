@@ -20,10 +20,10 @@
 //! controller (memsys.rs) and the mmap_lock line (mmap_lock.rs), the lock serves one
 //! nanosecond of hold per nanosecond; what the epoch's holds offer beyond that joins a
 //! backlog, and the processes' migrating threads wait for it at the epoch's end, each in
-//! proportion to its holds (the one holding most the whole backlog): a copier's remaining
-//! copies move later by its share, and its clock by its share less the interrupts it took
-//! during its calls (`spin_lock` leaves interrupts on: the holders' flush IPIs fall in the
-//! spinning), as migration time, or fault time for a hold inside a fault.
+//! proportion to its holds (the one holding most the whole backlog): a copier's clock and
+//! remaining copies move later by its share less the interrupts it took during its calls,
+//! which moved them already (`spin_lock` leaves interrupts on: the holders' flush IPIs fall
+//! in the spinning), as migration time, or fault time for a hold inside a fault.
 //!
 //! Left out: the rmap walks' own work besides the flush (no figure for it was found, so a hold
 //! is the flush alone, a lower bound); the kernel next-touch and lazy-migration fault paths
