@@ -29,6 +29,24 @@ fn run(m: &Machine, threads: usize) -> SimResult {
     )
 }
 
+/// The buffer at `base` first-touched: one write a page.
+fn first_touch(base: u64) -> Op {
+    Op::Run {
+        base,
+        lines: PAGES as u32,
+        stride_bytes: PAGE as u16,
+        kind: AccessKind::Write,
+    }
+}
+
+/// `ops` times 20 000 cycles of compute.
+fn compute(ops: u32) -> impl Iterator<Item = Op> {
+    (0..ops).map(|_| Op::Compute {
+        cycles: 20_000,
+        instructions: 20_000,
+    })
+}
+
 /// As `run`, on `cpus`, each thread computing `ops` times 20 000 cycles.
 fn run_on(m: &Machine, threads: usize, cpus: Vec<numalab_core::CpuId>, ops: u32) -> SimResult {
     let w = Script {
@@ -37,20 +55,10 @@ fn run_on(m: &Machine, threads: usize, cpus: Vec<numalab_core::CpuId>, ops: u32)
         ops: |b: &[u64], t: usize| {
             let mut v = Vec::new();
             if t == 0 {
-                v.push(Op::Run {
-                    base: b[0],
-                    lines: PAGES as u32,
-                    stride_bytes: PAGE as u16,
-                    kind: AccessKind::Write,
-                });
+                v.push(first_touch(b[0]));
             }
             v.push(Op::Barrier);
-            for _ in 0..ops {
-                v.push(Op::Compute {
-                    cycles: 20_000,
-                    instructions: 20_000,
-                });
-            }
+            v.extend(compute(ops));
             v
         },
     };
@@ -193,32 +201,17 @@ fn a_threads_own_call_interrupts_another_thread_once_per_page_however_long_it_wa
         maps: vec![(PAGES * PAGE, MapOptions::default())],
         threads: 2,
         ops: |b: &[u64], t: usize| {
-            let mut v = Vec::new();
             if t == 0 {
-                v.push(Op::Run {
-                    base: b[0],
-                    lines: PAGES as u32,
-                    stride_bytes: PAGE as u16,
-                    kind: AccessKind::Write,
-                });
-            }
-            v.push(Op::Barrier);
-            if t == 0 {
-                v.push(Op::MovePages {
+                let call = Op::MovePages {
                     base: b[0],
                     pages: PAGES as u32,
                     node: 1,
-                });
+                };
+                vec![first_touch(b[0]), Op::Barrier, call]
             } else {
                 // about 16 ms at 1.9 GHz, past the call's 7-10 ms
-                for _ in 0..1_500 {
-                    v.push(Op::Compute {
-                        cycles: 20_000,
-                        instructions: 20_000,
-                    });
-                }
+                std::iter::once(Op::Barrier).chain(compute(1_500)).collect()
             }
-            v
         },
     };
     let (c0, c1) = (m.topology.nodes[0].cpus[0], m.topology.nodes[1].cpus[0]);
