@@ -361,7 +361,7 @@ impl Span {
 /// next-touch's move_pages): the other CPUs of its task take them at an even rate while the
 /// call unmaps and copies its folios, one flush per folio or batch (docs/model.md, "TLB
 /// shootdowns"). Handed out at each epoch's end (`Simulator::deliver_interrupts`); when the
-/// raising thread's work waits (a backlog, the anon_vma lock), so do its interrupts.
+/// raising thread waits (a backlog, the mmap_lock, the anon_vma lock), so do its interrupts.
 #[derive(Clone, Debug)]
 struct InterruptStream {
     /// The threads whose CPUs the shootdowns reach (`Simulator::shootdown_cpus`).
