@@ -174,10 +174,7 @@ fn default_threads(machine: &Machine, workload: &str) -> usize {
         "ptrchase" | "randrw" => 1,
         // GF09's benchmark: the filler and one copier per CPU of the copiers' node
         "migrate-buffer" => {
-            let to = numalab_workloads::spec::split(workload)
-                .ok()
-                .and_then(|(_, kv)| kv.iter().find(|(k, _)| *k == "to").map(|(_, v)| *v))
-                .map_or(Some(1), |v| v.parse::<u16>().ok());
+            let to = numalab_workloads::migrate_buffer::copier_node_of(workload);
             let cpus = machine
                 .topology
                 .nodes

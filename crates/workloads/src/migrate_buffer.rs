@@ -43,6 +43,18 @@ pub const PAGE_BYTES: u64 = 4096;
 /// Lines per op of the fill.
 const FILL_CHUNK_LINES: u64 = 4096;
 
+/// The copiers' node: `to`, node 1 by default.
+fn copier_node(p: &Params) -> Result<u16, WorkloadError> {
+    Ok(p.node("to")?.unwrap_or(1))
+}
+
+/// The copiers' node a `migrate-buffer` spec names, None for a spec its parser refuses (which
+/// building the workload then reports): the default thread count is one copier per CPU of it.
+pub fn copier_node_of(spec: &str) -> Option<u16> {
+    let (_, pairs) = crate::spec::split(spec).ok()?;
+    copier_node(&Params::new(NAME, KEYS, pairs).ok()?).ok()
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct MigrateBuffer {
     pub size: u64,
@@ -72,7 +84,7 @@ impl MigrateBuffer {
             });
         }
         let from = p.node("from")?.unwrap_or(0);
-        let to = p.node("to")?.unwrap_or(1);
+        let to = copier_node(p)?;
         if from == to {
             return Err(WorkloadError::Invalid {
                 workload: NAME,
