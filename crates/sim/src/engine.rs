@@ -2084,7 +2084,7 @@ impl Simulator {
         for d in std::mem::take(&mut self.sh.deferred_shootdowns) {
             let raiser = self.threads.iter().position(|t| t.id == d.raiser);
             let cpus = self.shootdown_cpus(d.task, raiser);
-            self.interrupt(d.task, &cpus, d.range, 0.0);
+            self.drop_from_tlbs(d.task, d.range);
             self.interrupt_over(raiser, cpus, d.ns, d.window);
         }
     }
@@ -2103,26 +2103,19 @@ impl Simulator {
         cpus
     }
 
-    /// Each of `cpus` (`shootdown_cpus` of `task`) loses `ns` to the flush interrupt (the
-    /// thread holding it, when threads take turns on it); every live thread of the task
-    /// drops `[start, start + len)` from its TLB (len 0: nothing more to drop).
-    fn interrupt(
-        &mut self,
-        task: TaskId,
-        cpus: &[(CpuId, usize)],
-        (start, len): (u64, u64),
-        ns: f64,
-    ) {
-        if len > 0 {
-            for th in self
-                .threads
-                .iter()
-                .filter(|t| t.task == task && !t.finished)
-            {
-                self.cores.state(th.core).tlb.invalidate_range(start, len);
-            }
+    /// Every live thread of `task` drops `[start, start + len)` from its TLB (len 0: nothing
+    /// more to drop).
+    fn drop_from_tlbs(&mut self, task: TaskId, (start, len): (u64, u64)) {
+        if len == 0 {
+            return;
         }
-        self.lose_to_interrupts(cpus, ns);
+        for th in self
+            .threads
+            .iter()
+            .filter(|t| t.task == task && !t.finished)
+        {
+            self.cores.state(th.core).tlb.invalidate_range(start, len);
+        }
     }
 
     /// Each of `cpus` loses `ns` to flush interrupts spread evenly over `window` (a call's
@@ -2276,7 +2269,8 @@ impl Simulator {
         let sd = self.sh.p.shootdowns.scaled(scale);
         let cpus = self.shootdown_cpus(task, caller);
         self.sh.os.vm.count_remote_flushes(flushes, cpus.len());
-        self.interrupt(task, &cpus, (start, len), flushes as f64 * sd.ipi_ns);
+        self.drop_from_tlbs(task, (start, len));
+        self.lose_to_interrupts(&cpus, flushes as f64 * sd.ipi_ns);
         flushes as f64 * sd.initiator_ns(cpus.len())
     }
 
