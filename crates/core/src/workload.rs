@@ -27,12 +27,23 @@ pub enum AccessKind {
     /// the time it lasts beyond the dependent reads it issued with (docs/model.md,
     /// "Compute and memory overlap").
     SiblingRead = 4,
+    /// A locked read-modify-write (`lock cmpxchg`, `lock xadd`, `xchg`: a lock's acquire and
+    /// release, an atomic counter). It is a full fence: it waits until every earlier load has
+    /// its data and every earlier store has drained, and no later access issues before it
+    /// completes, so its own miss overlaps nothing (Intel SDM vol. 3A §8.1.2: "locked
+    /// operations serialize all outstanding load and store operations (that is, wait for them
+    /// to complete)"; §8.2.3.9; Schweizer, Besta & Hoefler, PACT 2015: atomics prevent any
+    /// instruction-level parallelism even without dependences). docs/model.md, "Atomics".
+    Atomic = 5,
 }
 
 impl AccessKind {
     #[inline]
     pub fn writes(self) -> bool {
-        matches!(self, AccessKind::Write | AccessKind::ReadModifyWrite)
+        matches!(
+            self,
+            AccessKind::Write | AccessKind::ReadModifyWrite | AccessKind::Atomic
+        )
     }
 
     /// Whether its address comes from an earlier load, so that it cannot issue before that

@@ -117,6 +117,7 @@ struct CoreRaw {
     concurrency_lines: Option<f64>,
     rob_entries: Option<u32>,
     store_buffer_entries: Option<u32>,
+    locked_op_cycles: Option<u32>,
     private_cache: Option<CacheRaw>,
     private_cache_cores: Option<u32>,
     private_hit_ns: Option<f64>,
@@ -583,6 +584,10 @@ fn resolve(
             .store_buffer_entries
             .or(oc.map(|c| c.store_buffer_entries))
             .unwrap_or(crate::DEFAULT_STORE_BUFFER_ENTRIES),
+        locked_op_cycles: rc
+            .locked_op_cycles
+            .or(oc.map(|c| c.locked_op_cycles))
+            .unwrap_or(crate::DEFAULT_LOCKED_OP_CYCLES),
         private_cache: cache(
             "core.private_cache",
             rc.private_cache,
@@ -1024,6 +1029,7 @@ pub(crate) fn to_toml(m: &Machine) -> String {
     let _ = writeln!(s, "concurrency_lines = {}", num(c.concurrency_lines));
     let _ = writeln!(s, "rob_entries = {}", c.rob_entries);
     let _ = writeln!(s, "store_buffer_entries = {}", c.store_buffer_entries);
+    let _ = writeln!(s, "locked_op_cycles = {}", c.locked_op_cycles);
     let _ = writeln!(
         s,
         "private_cache = {{ bytes = {}, ways = {} }}",

@@ -63,6 +63,8 @@ pub struct HwlocDefaults {
     pub rob_entries: u32,
     /// Store-buffer entries per core: 56, Skylake-SP's (Intel optimization manual, §2.6.1).
     pub store_buffer_entries: u32,
+    /// A locked read-modify-write on a line in the L1, cycles: 19 ([`crate::DEFAULT_LOCKED_OP_CYCLES`]).
+    pub locked_op_cycles: u32,
     /// Private cache when the file has no per-core L2: 1 MiB, 16-way (Skylake-SP L2).
     pub private_cache: CacheGeom,
     /// Load-to-use latency of a private-cache hit, ns: 14 cycles at 2.5 GHz = 5.6.
@@ -115,6 +117,7 @@ impl Default for HwlocDefaults {
             concurrency_lines: 16.0,
             rob_entries: 224,
             store_buffer_entries: 56,
+            locked_op_cycles: crate::DEFAULT_LOCKED_OP_CYCLES,
             private_cache: CacheGeom {
                 bytes: 1 << 20,
                 ways: 16,
@@ -1992,6 +1995,7 @@ impl<'a> Build<'a> {
                 concurrency_lines: d.concurrency_lines,
                 rob_entries: d.rob_entries,
                 store_buffer_entries: d.store_buffer_entries,
+                locked_op_cycles: d.locked_op_cycles,
                 // a shared L2 (Bulldozer modules) is imported as each core's own, with a
                 // note (`caches`); a machine file can say `private_cache_cores`
                 private_cache_cores: 1,

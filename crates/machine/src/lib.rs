@@ -143,6 +143,17 @@ fn default_store_buffer_entries() -> u32 {
     DEFAULT_STORE_BUFFER_ENTRIES
 }
 
+/// A locked read-modify-write's latency on a line in the L1 of a machine file that does not
+/// give one: 19 cycles, `lock cmpxchg m64, r64` as uops.info measured it on Alder Lake-P (latency
+/// 19, 19.07 cycles an instruction back to back); AMD Jaguar's is about 17 (LLVM commit
+/// b1bdd97a, 2019, "An atomic CMPXCHG has a latency of ~17cy"). No reading of the presets'
+/// older cores was found, so they take it too (docs/model.md, "Atomics").
+pub const DEFAULT_LOCKED_OP_CYCLES: u32 = 19;
+
+fn default_locked_op_cycles() -> u32 {
+    DEFAULT_LOCKED_OP_CYCLES
+}
+
 fn default_private_cache_cores() -> u32 {
     1
 }
@@ -167,6 +178,11 @@ pub struct CoreParams {
     /// "Stores"). Absent in a machine file: 32.
     #[serde(default = "default_store_buffer_entries")]
     pub store_buffer_entries: u32,
+    /// Cycles a locked read-modify-write (`lock cmpxchg`, `xchg`) takes on a line already in
+    /// the L1: the core's own cost of the fence and the locked operation, beyond the line's
+    /// latency (docs/model.md, "Atomics"). Absent in a machine file: 19.
+    #[serde(default = "default_locked_op_cycles")]
+    pub locked_op_cycles: u32,
     /// The private cache filter (the core's L2, or its module's).
     pub private_cache: CacheGeom,
     /// Cores that share one private cache: 1, or 2 on AMD's Bulldozer family, whose two

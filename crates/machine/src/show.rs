@@ -230,10 +230,11 @@ pub fn summary(m: &Machine) -> String {
     );
     let _ = writeln!(
         s,
-        "  concurrency      {} lines in flight, {}-entry reorder buffer, {}-entry store buffer",
+        "  concurrency      {} lines in flight, {}-entry reorder buffer, {}-entry store buffer, locked op {} cycles",
         trim(c.concurrency_lines, 2),
         c.rob_entries,
-        c.store_buffer_entries
+        c.store_buffer_entries,
+        c.locked_op_cycles
     );
     let _ = writeln!(
         s,

@@ -270,6 +270,13 @@ pub(crate) fn check(m: &Machine) -> Result<(), Problem> {
             "store-buffer entries per core, 1 to 256 (24 on Bulldozer, 56 on Skylake-SP)",
         ));
     }
+    if !(1..=10_000).contains(&c.locked_op_cycles) {
+        return Err(Problem::new(
+            "core.locked_op_cycles",
+            format!("{}", c.locked_op_cycles),
+            "cycles of a locked read-modify-write on a line in the L1, 1 to 10000 (about 20 on most x86 cores)",
+        ));
+    }
     cache("core.private_cache", &c.private_cache)?;
     if !(1..=16).contains(&c.private_cache_cores) {
         return Err(Problem::new(

@@ -442,8 +442,8 @@ pub fn parsed_topology(f: &HostFacts) -> ParsedTopology {
 fn defaults_note(f: &HostFacts, d: &HwlocDefaults) -> String {
     let tree = &f.nodes;
     let mut parts = vec![format!(
-        "core clock {} GHz, {} lines in flight per core, {}-entry reorder buffer, private-cache hit {:.1} ns, LLC hit {:.1} ns, TLBs, curve and link shapes, link coherence overhead {}, OS costs",
-        d.ghz, d.concurrency_lines, d.rob_entries, d.private_hit_ns, d.llc_hit_ns, d.link_coherence_overhead
+        "core clock {} GHz, {} lines in flight per core, {}-entry reorder buffer, {}-cycle locked operations, private-cache hit {:.1} ns, LLC hit {:.1} ns, TLBs, curve and link shapes, link coherence overhead {}, OS costs",
+        d.ghz, d.concurrency_lines, d.rob_entries, d.locked_op_cycles, d.private_hit_ns, d.llc_hit_ns, d.link_coherence_overhead
     )];
     // A CPU node's local figures come from an access class that names the node itself.
     let local = |n: &numalab_linux::node::NodeEntry, v: fn(&AccessClass) -> Option<u64>| {

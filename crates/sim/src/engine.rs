@@ -102,6 +102,8 @@ struct Params {
     /// 1 / the thread's share of its core's concurrency, and its share of the reorder
     /// buffer: the whole core's when no SMT sibling runs (`Simulator::run_turn`).
     inv_conc: f64,
+    /// Its inverse: the thread's share of the core's lines in flight.
+    conc: f64,
     rob_entries: f64,
     /// The thread's store-buffer entries (the core's, split like the reorder buffer).
     sb_entries: usize,
@@ -112,6 +114,8 @@ struct Params {
     llc_hit_ns: f64,
     tlb_l2_hit_ns: f64,
     walk_base_ns: f64,
+    /// A locked read-modify-write's own time, beyond its line's (`CoreParams::locked_op_cycles`).
+    locked_op_ns: f64,
     inv_ghz: f64,
     fault_ns: [f64; 3],
     /// A read fault on a cached file page (os/page_cache.rs).
@@ -163,6 +167,12 @@ struct RefKind {
     /// A sibling read: it issued alongside the thread's latest dependent read, so only the
     /// time its data lasts beyond that read's is charged (`dependent_data_ns`).
     sibling: bool,
+    /// A locked read-modify-write: a fence before it, and its own time (`atomic`).
+    atomic: bool,
+    /// How long its data takes per ns charged, less 1: an independent reference is charged
+    /// its latency over the concurrency and its data arrives a whole latency after it
+    /// issued (`conc − 1`); a dependent one is charged all of it (0).
+    late: f64,
     /// `private_hit_ns · overlap`.
     private_hit_ns: f64,
     /// `llc_hit_ns · overlap`.
@@ -172,10 +182,14 @@ struct RefKind {
 impl RefKind {
     #[inline(always)]
     fn new(p: &Params, kind: AccessKind) -> RefKind {
+        // an atomic's line is charged as a dependent read's: all of its latency, in one
+        // fill buffer, under no compute
+        let atomic = kind == AccessKind::Atomic;
         RefKind {
             posted: kind == AccessKind::Write,
             sibling: kind == AccessKind::SiblingRead,
-            ..Self::with(p, kind.writes(), kind.dependent())
+            atomic,
+            ..Self::with(p, kind.writes(), kind.dependent() || atomic)
         }
     }
 
@@ -189,6 +203,8 @@ impl RefKind {
             overlap,
             hide: if dependent { 0.0 } else { 1.0 },
             sibling: false,
+            atomic: false,
+            late: if dependent { 0.0 } else { p.conc - 1.0 },
             private_hit_ns: p.private_hit_ns * overlap,
             llc_hit_ns: p.llc_hit_ns * overlap,
         }
@@ -250,6 +266,9 @@ struct Thread {
     window: Window,
     /// Stores retired and not yet written (hw/store_buffer.rs).
     sb: StoreBuffer,
+    /// When the data of every reference issued so far has arrived (a load's line, a store's
+    /// line for ownership), ns: what a fence waits for besides the store buffer (`fence`).
+    data_done_ns: f64,
     /// The clock at the start of the current turn: overlap never takes the clock back
     /// past it.
     turn_clock: f64,
@@ -660,6 +679,7 @@ impl Simulator {
                     dep_shadow_ns: 0.0,
                     window: Window::default(),
                     sb: StoreBuffer::default(),
+                    data_done_ns: 0.0,
                     turn_clock: 0.0,
                     epoch_zero_lines: 0,
                     zeroing: None,
@@ -731,6 +751,7 @@ impl Simulator {
             .unwrap_or(0);
         let p = Params {
             inv_conc: 1.0 / c.concurrency_lines.max(1.0),
+            conc: c.concurrency_lines.max(1.0),
             rob_entries: c.rob_entries as f64,
             sb_entries: c.store_buffer_entries as usize,
             core_inv_conc: 1.0 / c.concurrency_lines.max(1.0),
@@ -740,6 +761,7 @@ impl Simulator {
             llc_hit_ns: c.llc_hit_ns,
             tlb_l2_hit_ns: c.tlb.l2_hit_ns,
             walk_base_ns: c.tlb.walk_base_ns,
+            locked_op_ns: c.locked_op_cycles as f64 / c.ghz,
             inv_ghz: 1.0 / c.ghz,
             fault_ns: [os_c.fault_4k_ns, os_c.fault_2m_ns, os_c.fault_1g_ns],
             fault_file_ns: os_c.fault_file_4k_ns,
@@ -1344,6 +1366,7 @@ impl Simulator {
         let slot = self.threads[t].core;
         let sharers = f64::from(self.core_threads.get(slot).copied().unwrap_or(1).max(1));
         self.sh.p.inv_conc = self.sh.p.core_inv_conc * sharers;
+        self.sh.p.conc = 1.0 / self.sh.p.inv_conc;
         self.sh.p.rob_entries = self.sh.p.core_rob_entries / sharers;
         self.sh.p.sb_entries = (self.sh.p.core_sb_entries as f64 / sharers).max(1.0) as usize;
         self.swap_core_state(t);
@@ -1450,7 +1473,7 @@ impl Simulator {
             if th.pos == th.ops.len() {
                 if !th.more {
                     // the program ends with a system call, which waits for its stores
-                    drain_stores(th);
+                    fence(th);
                     th.finished = true;
                     sh.live_threads[th.task.index()] -= 1;
                     // its last phase closes after the epoch's waits, which it may still
@@ -1490,7 +1513,7 @@ impl Simulator {
             // search (up to +7 %).
             if th.victim_hints {
                 if let Some(Op::Access { addr, kind }) = th.ops.get(th.pos + VICTIM_AHEAD_OPS) {
-                    if *kind == AccessKind::ReadModifyWrite {
+                    if matches!(kind, AccessKind::ReadModifyWrite | AccessKind::Atomic) {
                         if let Some(v) =
                             B::Cache::of_ref(&th.l2).dirty_victim_of(b.isa(), addr >> 6)
                         {
@@ -1541,7 +1564,7 @@ impl Simulator {
                 }
                 Op::Barrier => {
                     // a barrier's locked instructions wait for the thread's stores
-                    drain_stores(th);
+                    fence(th);
                     th.window.serialise(th.indep_ns, th.s.loads + th.s.stores);
                     th.dep_shadow_ns = 0.0;
                     th.waiting = true;
@@ -1560,7 +1583,7 @@ impl Simulator {
                 Op::MovePages { base, pages, node } => {
                     // a system call: it waits for the thread's stores; the engine runs it
                     // (run_turn_hooks) before the thread goes on
-                    drain_stores(th);
+                    fence(th);
                     th.window.serialise(th.indep_ns, th.s.loads + th.s.stores);
                     th.dep_shadow_ns = 0.0;
                     th.move_pages = Some((base, pages, node));
@@ -2756,7 +2779,7 @@ fn translate<B: Build>(
         }
         if !pte.only_fresh() {
             // a trap: the handler's locked instructions wait for the stores before it
-            drain_stores(th);
+            fence(th);
             cost += slow_path(th, sh, addr, pte)?;
             // a trap: nothing overlaps across it (its own cost joins `indep_ns` with the
             // reference's, so the mark goes past it)
@@ -2799,12 +2822,15 @@ fn translate<B: Build>(
     Ok((cost, home, size))
 }
 
-/// One page-walk reference to page-table line `line`: its latency, counted as a walk
-/// reference (and a walk-caused private miss where it missed).
-/// The thread waits until its store buffer has drained (a fence: a locked instruction, a
-/// trap, the program's end); the wait is memory time.
-fn drain_stores(th: &mut Thread) {
-    let wait = th.sb.fence(th.clock);
+/// A fence (a locked instruction, in a lock, an atomic or a barrier; a trap; the program's
+/// end): the thread waits until every earlier reference has its data and its store buffer
+/// has drained (docs/model.md, "Atomics"). The wait is memory time.
+fn fence(th: &mut Thread) {
+    let wait = th
+        .sb
+        .fence(th.clock)
+        .max(th.data_done_ns - th.clock)
+        .max(0.0);
     th.clock += wait;
     th.s.memory_ns += wait;
 }
@@ -3005,7 +3031,7 @@ fn fresh_touch(
         Some(Touch::Lost) => {
             // its own page, allocated and cleared on its node, then freed: the fault's time
             // and zeroing traffic, and the owner's page mapped when it ends
-            drain_stores(th);
+            fence(th);
             *cost += take_fault(th, sh, th.node, pte.size());
             sh.os.vm.first_touch_faults_lost += 1;
             th.window
@@ -3023,7 +3049,7 @@ fn fresh_touch(
         }
         Some(Touch::Takeover(take)) => {
             // a fault: the trap waits for the thread's stores
-            drain_stores(th);
+            fence(th);
             sh.os
                 .take_over_fresh(start, take.size, NodeId(th.node as u16));
             let now = sh.os.pt.get(addr);
@@ -3047,6 +3073,8 @@ fn fresh_touch(
     }
 }
 
+/// One page-walk reference to page-table line `line`: its latency, counted as a walk
+/// reference (and a walk-caused private miss where it missed).
 #[inline(always)]
 fn walk_ref<B: Build>(
     b: B,
@@ -3087,30 +3115,18 @@ fn reference<B: Build, const TRANSLATED: bool>(
         th.s.stores += 1;
         let translated = if TRANSLATED { cost } else { 0.0 };
         let stall = th.sb.post(th.clock + translated, ns, sh.p.sb_entries);
+        // its line for ownership, asked for when it retired, arrives a latency later
+        th.data_done_ns = th
+            .data_done_ns
+            .max(th.clock + translated + ns * (1.0 + rk.late));
         th.clock += translated + stall;
         th.s.memory_ns += translated + stall;
         th.indep_ns += translated * rk.hide;
+    } else if rk.atomic {
+        let translated = if TRANSLATED { cost } else { 0.0 };
+        locked_rmw(th, sh.p.locked_op_ns, translated, ns);
     } else {
-        // `hide` is 0 exactly for a dependent read or its sibling (`RefKind::with`)
-        let data_ns = if rk.hide == 0.0 {
-            dependent_data_ns(th, rk, ns, sh.p.inv_conc)
-        } else {
-            ns
-        };
-        let cost = if TRANSLATED { cost + data_ns } else { data_ns };
-        if rk.write {
-            th.s.stores += 1;
-        } else {
-            th.s.loads += 1;
-            if source == DataSource::RemoteDram {
-                th.s.remote_loads += 1;
-            }
-        }
-        // loads and the stores draining share the line-fill buffers
-        th.sb.load(th.clock, ns * rk.fill_share);
-        th.clock += cost;
-        th.s.memory_ns += cost;
-        th.indep_ns += cost * rk.hide;
+        plain_data::<TRANSLATED>(th, sh, rk, ns, source, cost);
     }
     if sh.sample_period > 0 {
         sh.sample_countdown -= 1;
@@ -3119,6 +3135,59 @@ fn reference<B: Build, const TRANSLATED: bool>(
             take_sample(th, sh, addr, home, size, source, ns, rk.write);
         }
     }
+}
+
+/// A locked read-modify-write (docs/model.md, "Atomics"): its translation (page-table reads
+/// pass locked instructions, SDM vol. 3A §8.1.2), then the fence (every earlier reference's
+/// data, the store buffer drained), then the locked operation's own time and all of its
+/// line's latency `ns`, under nothing; nothing after it overlaps anything before it.
+#[cold]
+fn locked_rmw(th: &mut Thread, locked_op_ns: f64, translated_ns: f64, ns: f64) {
+    th.clock += translated_ns;
+    th.s.memory_ns += translated_ns;
+    fence(th);
+    th.clock += locked_op_ns + ns;
+    th.s.memory_ns += locked_op_ns + ns;
+    th.s.stores += 1;
+    th.s.atomics += 1;
+    th.data_done_ns = th.data_done_ns.max(th.clock);
+    th.dep_shadow_ns = 0.0;
+    th.window.serialise(th.indep_ns, th.s.loads + th.s.stores);
+}
+
+/// A load or read-modify-write that is not a locked instruction: its translation `cost` and
+/// its data time `ns` (dependent reads and siblings: `dependent_data_ns`).
+#[inline(always)]
+fn plain_data<const TRANSLATED: bool>(
+    th: &mut Thread,
+    sh: &Shared,
+    rk: &RefKind,
+    ns: f64,
+    source: DataSource,
+    cost: f64,
+) {
+    // `hide` is 0 exactly for a dependent read or its sibling (`RefKind::with`)
+    let data_ns = if rk.hide == 0.0 {
+        dependent_data_ns(th, rk, ns, sh.p.inv_conc)
+    } else {
+        ns
+    };
+    let cost = if TRANSLATED { cost + data_ns } else { data_ns };
+    if rk.write {
+        th.s.stores += 1;
+    } else {
+        th.s.loads += 1;
+        if source == DataSource::RemoteDram {
+            th.s.remote_loads += 1;
+        }
+    }
+    // loads and the stores draining share the line-fill buffers
+    th.sb.load(th.clock, ns * rk.fill_share);
+    th.clock += cost;
+    th.s.memory_ns += cost;
+    th.indep_ns += cost * rk.hide;
+    // an independent reference's data arrives a whole latency after it issued
+    th.data_done_ns = th.data_done_ns.max(th.clock + ns * rk.late);
 }
 
 /// The time the data part (`ns`, after the translation) of a dependent read adds to its

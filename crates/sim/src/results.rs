@@ -33,6 +33,10 @@ pub struct ThreadStats {
     pub dram_remote: u64,
     /// Demand loads served by remote DRAM (the remote load ratio's numerator).
     pub remote_loads: u64,
+    /// Locked read-modify-writes (`AccessKind::Atomic`: a lock's acquire and release, an
+    /// atomic counter), counted in `stores` too.
+    #[serde(default)]
+    pub atomics: u64,
     /// L1 DTLB misses and second-level TLB misses (page walks), per page size 4K/2M/1G.
     pub dtlb_l1_misses: [u64; 3],
     pub page_walks: [u64; 3],
@@ -110,6 +114,7 @@ impl ThreadStats {
             (&mut self.dram_local, o.dram_local),
             (&mut self.dram_remote, o.dram_remote),
             (&mut self.remote_loads, o.remote_loads),
+            (&mut self.atomics, o.atomics),
             (&mut self.walk_refs, o.walk_refs),
             (&mut self.walk_private_misses, o.walk_private_misses),
             (&mut self.faults, o.faults),

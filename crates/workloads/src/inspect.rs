@@ -136,6 +136,8 @@ pub struct ThreadSummary {
     pub reads: u64,
     pub writes: u64,
     pub rmws: u64,
+    /// Of those, the locked ones (`AccessKind::Atomic`).
+    pub atomics: u64,
     /// Dependent reads and their siblings (`AccessKind::dependent`).
     pub dependent_reads: u64,
     /// Of those, the siblings (`AccessKind::SiblingRead`).
@@ -176,6 +178,10 @@ impl ThreadSummary {
             AccessKind::Read => self.reads += lines,
             AccessKind::Write => self.writes += lines,
             AccessKind::ReadModifyWrite => self.rmws += lines,
+            AccessKind::Atomic => {
+                self.rmws += lines;
+                self.atomics += lines;
+            }
             AccessKind::DependentRead => self.dependent_reads += lines,
             AccessKind::SiblingRead => {
                 self.dependent_reads += lines;

@@ -373,8 +373,9 @@ impl Worker {
 
     /// A new TLAB at eden's top (wrapping where the load's warehouses overfill eden).
     fn take_tlab(&mut self, out: &mut Vec<Op>) {
-        // the atomic bump of eden's top: a hot shared line
-        Self::acc(out, self.heap.shared, AccessKind::ReadModifyWrite);
+        // the atomic bump of eden's top (a `lock cmpxchg` loop, HotSpot's `par_allocate`):
+        // a hot shared line
+        Self::acc(out, self.heap.shared, AccessKind::Atomic);
         let (cycle, tlab) = (self.cycle as usize, self.j.tlab);
         let at = Tops::take(&mut self.tops().eden, cycle, tlab);
         self.tlab_addr = self.heap.eden + (at / tlab % self.j.tlabs()) * tlab;
@@ -468,7 +469,12 @@ impl Worker {
                 );
                 let a = self.lookup(out);
                 Self::acc(out, a, AccessKind::ReadModifyWrite);
-                Self::acc(out, self.heap.shared + 64, AccessKind::ReadModifyWrite);
+                // `synchronized` on the company: HotSpot's stack lock takes and gives back
+                // the object's mark word by compare-and-swap, around the update
+                let company = self.heap.shared + 64;
+                Self::acc(out, company, AccessKind::Atomic);
+                Self::acc(out, company, AccessKind::ReadModifyWrite);
+                Self::acc(out, company, AccessKind::Atomic);
             }
             88..=91 => {
                 // order status: customer, its last order and lines

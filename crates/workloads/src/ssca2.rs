@@ -60,7 +60,10 @@ pub const RMAT: [f64; 4] = [0.55, 0.1, 0.1, 0.25];
 /// Makefile asks for above SCALE 27 (then `long`): see [`Ssca2::long_bytes`].
 pub const VERT: u64 = 4;
 pub const DOUBLE: u64 = 8;
-/// libgomp's `omp_lock_t` on Linux: one futex word.
+/// libgomp's `omp_lock_t` on Linux: one futex word. Taking it (`omp_set_lock`,
+/// `omp_test_lock`) is a `lock cmpxchg` and releasing it (`omp_unset_lock`, libgomp's
+/// `gomp_mutex_unlock`) an `xchg`: both locked instructions, so both are
+/// [`AccessKind::Atomic`] here, and the edge's other references wait for them.
 pub const OMP_LOCK: u64 = 4;
 /// `plist { VERT_T *list; VERT_T count; LONG_T degree; }`: 16 B with an `int` LONG_T.
 pub const PLIST_BYTES: u64 = 16;
@@ -586,9 +589,9 @@ impl EdgePass {
             let u = g.start[i as usize] as u64;
             let lock = m.k1_lock + u * OMP_LOCK;
             for (addr, kind) in [
-                (lock, AccessKind::ReadModifyWrite),
+                (lock, AccessKind::Atomic),
                 (m.degree + u * long, AccessKind::ReadModifyWrite),
-                (lock, AccessKind::Write),
+                (lock, AccessKind::Atomic),
             ] {
                 out.push(Op::Access { addr, kind });
             }
@@ -790,7 +793,7 @@ impl K4 {
                 let lock = m.lock + wu * OMP_LOCK;
                 out.push(Op::Access {
                     addr: lock,
-                    kind: AccessKind::ReadModifyWrite,
+                    kind: AccessKind::Atomic,
                 });
                 out.push(Op::Access {
                     addr: m.d + wu * long,
@@ -830,7 +833,7 @@ impl K4 {
                 }
                 out.push(Op::Access {
                     addr: lock,
-                    kind: AccessKind::Write,
+                    kind: AccessKind::Atomic,
                 });
             }
             scanned += (end - k) as u64;
@@ -908,10 +911,10 @@ impl K4 {
                 let pu = p as u64;
                 let lock = m.lock + pu * OMP_LOCK;
                 for (addr, kind) in [
-                    (lock, AccessKind::ReadModifyWrite),
+                    (lock, AccessKind::Atomic),
                     (m.delta + pu * DOUBLE, AccessKind::ReadModifyWrite),
                     (m.sigma + pu * DOUBLE, AccessKind::Read),
-                    (lock, AccessKind::Write),
+                    (lock, AccessKind::Atomic),
                 ] {
                     out.push(Op::Access { addr, kind });
                 }
