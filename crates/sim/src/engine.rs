@@ -1473,7 +1473,7 @@ impl Simulator {
             if th.pos == th.ops.len() {
                 if !th.more {
                     // the program ends with a system call, which waits for its stores
-                    fence(th);
+                    drain_stores(th);
                     th.finished = true;
                     sh.live_threads[th.task.index()] -= 1;
                     // its last phase closes after the epoch's waits, which it may still
@@ -1563,7 +1563,7 @@ impl Simulator {
                     th.dep_shadow_ns = 0.0;
                 }
                 Op::Barrier => {
-                    // a barrier's locked instructions wait for the thread's stores
+                    // a barrier's locked instructions wait for the thread's stores and loads
                     fence(th);
                     th.window.serialise(th.indep_ns, th.s.loads + th.s.stores);
                     th.dep_shadow_ns = 0.0;
@@ -1583,7 +1583,7 @@ impl Simulator {
                 Op::MovePages { base, pages, node } => {
                     // a system call: it waits for the thread's stores; the engine runs it
                     // (run_turn_hooks) before the thread goes on
-                    fence(th);
+                    drain_stores(th);
                     th.window.serialise(th.indep_ns, th.s.loads + th.s.stores);
                     th.dep_shadow_ns = 0.0;
                     th.move_pages = Some((base, pages, node));
@@ -2779,7 +2779,7 @@ fn translate<B: Build>(
         }
         if !pte.only_fresh() {
             // a trap: the handler's locked instructions wait for the stores before it
-            fence(th);
+            drain_stores(th);
             cost += slow_path(th, sh, addr, pte)?;
             // a trap: nothing overlaps across it (its own cost joins `indep_ns` with the
             // reference's, so the mark goes past it)
@@ -2822,9 +2822,21 @@ fn translate<B: Build>(
     Ok((cost, home, size))
 }
 
-/// A fence (a locked instruction, in a lock, an atomic or a barrier; a trap; the program's
-/// end): the thread waits until every earlier reference has its data and its store buffer
-/// has drained (docs/model.md, "Atomics"). The wait is memory time.
+/// A trap or a system call (a fault, `move_pages`, the program's end): the thread waits until
+/// its store buffer has drained. The wait is memory time. (A trap also waits for the loads
+/// before it, in hardware; the model leaves that out because the lines a fault's kernel code
+/// clears or copies are not put in the faulting core's caches, so the first access after a
+/// fault misses where the real one hits, and a wait for it at the next trap would charge that
+/// miss again: docs/model.md, "Atomics".)
+fn drain_stores(th: &mut Thread) {
+    let wait = th.sb.fence(th.clock);
+    th.clock += wait;
+    th.s.memory_ns += wait;
+}
+
+/// A locked instruction's fence (an atomic; a barrier's): the thread waits until every
+/// earlier reference has its data and its store buffer has drained (docs/model.md,
+/// "Atomics"). The wait is memory time.
 fn fence(th: &mut Thread) {
     let wait = th
         .sb
@@ -3031,7 +3043,7 @@ fn fresh_touch(
         Some(Touch::Lost) => {
             // its own page, allocated and cleared on its node, then freed: the fault's time
             // and zeroing traffic, and the owner's page mapped when it ends
-            fence(th);
+            drain_stores(th);
             *cost += take_fault(th, sh, th.node, pte.size());
             sh.os.vm.first_touch_faults_lost += 1;
             th.window
@@ -3049,7 +3061,7 @@ fn fresh_touch(
         }
         Some(Touch::Takeover(take)) => {
             // a fault: the trap waits for the thread's stores
-            fence(th);
+            drain_stores(th);
             sh.os
                 .take_over_fresh(start, take.size, NodeId(th.node as u16));
             let now = sh.os.pt.get(addr);
@@ -3115,16 +3127,26 @@ fn reference<B: Build, const TRANSLATED: bool>(
         th.s.stores += 1;
         let translated = if TRANSLATED { cost } else { 0.0 };
         let stall = th.sb.post(th.clock + translated, ns, sh.p.sb_entries);
-        // its line for ownership, asked for when it retired, arrives a latency later
-        th.data_done_ns = th
-            .data_done_ns
-            .max(th.clock + translated + ns * (1.0 + rk.late));
+        // its line for ownership, asked for when it retired, arrives a latency later (a
+        // private-cache hit stands for the L1 too, whose hits are folded into compute)
+        if source != DataSource::PrivateCache {
+            th.data_done_ns = th
+                .data_done_ns
+                .max(th.clock + translated + ns * (1.0 + rk.late));
+        }
         th.clock += translated + stall;
         th.s.memory_ns += translated + stall;
         th.indep_ns += translated * rk.hide;
     } else if rk.atomic {
         let translated = if TRANSLATED { cost } else { 0.0 };
-        locked_rmw(th, sh.p.locked_op_ns, translated, ns);
+        // a line in the private cache stands for one in the L1, whose access the locked
+        // operation's measured latency includes
+        let line_ns = if source == DataSource::PrivateCache {
+            0.0
+        } else {
+            ns
+        };
+        locked_rmw(th, sh.p.locked_op_ns, translated, line_ns);
     } else {
         plain_data::<TRANSLATED>(th, sh, rk, ns, source, cost);
     }
@@ -3140,7 +3162,8 @@ fn reference<B: Build, const TRANSLATED: bool>(
 /// A locked read-modify-write (docs/model.md, "Atomics"): its translation (page-table reads
 /// pass locked instructions, SDM vol. 3A §8.1.2), then the fence (every earlier reference's
 /// data, the store buffer drained), then the locked operation's own time and all of its
-/// line's latency `ns`, under nothing; nothing after it overlaps anything before it.
+/// line's latency `ns` beyond the private cache, under nothing; nothing after it overlaps
+/// anything before it.
 #[cold]
 fn locked_rmw(th: &mut Thread, locked_op_ns: f64, translated_ns: f64, ns: f64) {
     th.clock += translated_ns;
@@ -3186,8 +3209,12 @@ fn plain_data<const TRANSLATED: bool>(
     th.clock += cost;
     th.s.memory_ns += cost;
     th.indep_ns += cost * rk.hide;
-    // an independent reference's data arrives a whole latency after it issued
-    th.data_done_ns = th.data_done_ns.max(th.clock + ns * rk.late);
+    // an independent reference's data arrives a whole latency after it issued (a
+    // private-cache hit's is there: it stands for the L1 too, whose hits are folded into
+    // compute)
+    if source != DataSource::PrivateCache {
+        th.data_done_ns = th.data_done_ns.max(th.clock + ns * rk.late);
+    }
 }
 
 /// The time the data part (`ns`, after the translation) of a dependent read adds to its

@@ -13,8 +13,9 @@
 //! per-element metadata and mortar index tables; mortar arrays of lmor doubles. Per time step
 //! (static split of the current 0..nelt, a barrier after each loop):
 //!
-//! * convect: element-local work on t, ta1, ta2 plus a mortar exchange (transfb scatter-add
-//!   under per-mortar locks, transf gather);
+//! * convect: element-local work on t, ta1, ta2 plus a mortar exchange (transfb scatter-add,
+//!   each point's update between the point's `omp_set_lock` and `omp_unset_lock`, two locked
+//!   instructions; transf gather);
 //! * laplacian and residual: two element loops (local);
 //! * diffusion: `nmxh` = 10 preconditioned CG iterations, each a laplacian per element, a
 //!   transfb scatter, a transf gather and two dot products (reductions);
@@ -57,6 +58,15 @@ pub const IDMO_BYTES: u64 = 600;
 pub const MORTAR_POINTS_PER_FACE: u64 = 12;
 /// Mortar arrays (tmort, rmor, tmmor and CG work, E).
 pub const MORTAR_ARRAYS: usize = 6;
+/// transfb's updates of one face's mortar points, each between NPB's
+/// `omp_set_lock(tlock(ig))` and `omp_unset_lock(tlock(ig))` (transfer.f): a conforming
+/// face's 5 × 5 collocation points (lx1 = 5), its 4 corners, 9 interior points and 3 on each
+/// of its 4 edges. A nonconforming face (cbc = 3) updates its four quarter mortars, about
+/// five times as many; the model gives every face the conforming count (E, a lower bound).
+pub const UPDATES_PER_FACE: u64 = 25;
+/// One `tlock` entry: libgomp's `omp_lock_t` on Linux is an `int` (config/linux/omp-lock.h),
+/// and gfortran's `omp_lock_kind` its size.
+pub const OMP_LOCK_BYTES: u64 = 4;
 /// Adaptation frequency and CG iterations per diffusion solve (all classes).
 pub const FRE: u64 = 5;
 pub const NMXH: u64 = 10;
@@ -537,7 +547,8 @@ impl Workload for NpbUa {
                 .iter()
                 .map(|name| StaticArray::new(name, self.class.lmor * 8, LINE_BYTES)),
         );
-        let locks_bytes = self.class.lmor / MORTAR_POINTS_PER_FACE * 8 + 64;
+        // tlock(lmor): one lock per mortar point
+        let locks_bytes = self.class.lmor * OMP_LOCK_BYTES;
         arrays.extend([
             StaticArray::new("ua.tmp", lelt * ELEM_FIELD_BYTES, LINE_BYTES),
             StaticArray::new("ua.elements", lelt * ELEM_META_BYTES, LINE_BYTES),
@@ -648,6 +659,32 @@ impl UaRun {
             kind,
             out,
         );
+    }
+
+    /// transfb's updates of face `f`'s points in mortar array `mortar`: for each of the
+    /// [`UPDATES_PER_FACE`], the point's lock taken (`lock cmpxchg`), `tmor(ig)` updated,
+    /// the lock released (`xchg`), over the face's [`MORTAR_POINTS_PER_FACE`] points.
+    fn locked_updates(&self, mortar: usize, f: u32, out: &mut Vec<Op>) {
+        let faces = (self.m.lmor / MORTAR_POINTS_PER_FACE).max(1);
+        let first = (f as u64 % faces) * MORTAR_POINTS_PER_FACE;
+        for k in 0..UPDATES_PER_FACE {
+            let ig = first + k % MORTAR_POINTS_PER_FACE;
+            let lock = self.m.locks + ig * OMP_LOCK_BYTES;
+            out.extend([
+                Op::Access {
+                    addr: lock,
+                    kind: AccessKind::Atomic,
+                },
+                Op::Access {
+                    addr: self.m.mortar[mortar] + ig * 8,
+                    kind: AccessKind::ReadModifyWrite,
+                },
+                Op::Access {
+                    addr: lock,
+                    kind: AccessKind::Atomic,
+                },
+            ]);
+        }
     }
 
     /// The loops of step `step` (step 0 is the set-up), for the thread's shares.
@@ -771,6 +808,7 @@ impl UaRun {
                 for a in m.mortar {
                     Span::elems(a, lo, hi, 8, Wr).push_run(out);
                 }
+                Span::elems(m.locks, lo, hi, OMP_LOCK_BYTES, Wr).push_run(out);
                 out.push(compute(2000, 3000));
             }
             Body::Local { reads, rmw, cycles } => {
@@ -787,17 +825,7 @@ impl UaRun {
                 self.span(m.fields[TA2], e, ELEM_FIELD_BYTES, Rd, out);
                 for &f in &h.meshes[mesh].faces[e as usize] {
                     if f != u32::MAX {
-                        let lock =
-                            m.locks + (f as u64 % (m.lmor / MORTAR_POINTS_PER_FACE).max(1)) * 8;
-                        out.push(Op::Access {
-                            addr: lock,
-                            kind: Rmw,
-                        });
-                        self.face(a, f, Rmw, out);
-                        out.push(Op::Access {
-                            addr: lock,
-                            kind: Wr,
-                        });
+                        self.locked_updates(a, f, out);
                     }
                 }
                 out.push(compute(300, 500));

@@ -1226,8 +1226,11 @@ fn ssca2_builds_the_csr_and_runs_real_bfs() {
     let end_v = space.by_name("ssca2.endV").unwrap();
     let d = space.by_name("ssca2.d").unwrap();
     let delta = space.by_name("ssca2.delta").unwrap();
+    let lock = space.by_name("ssca2.vLock").unwrap();
     let mut slots = Vec::new();
     let (mut discovered, mut delta_updates) = (0u64, 0u64);
+    // libgomp's lock and unlock are locked instructions (`lock cmpxchg`, `xchg`)
+    let (mut lock_atomics, mut lock_plain, mut other_atomics) = (0u64, 0u64, 0u64);
     for s in specs.iter_mut() {
         let ops = drain(s);
         for op in phase_ops(&ops, PHASE_K1) {
@@ -1242,6 +1245,14 @@ fn ssca2_builds_the_csr_and_runs_real_bfs() {
             }
         }
         for op in phase_ops(&ops, PHASE_K4) {
+            if let Op::Access { addr, kind } = op {
+                match (lock.start..lock.start + lock.bytes).contains(&addr) {
+                    true if kind == AccessKind::Atomic => lock_atomics += 1,
+                    true => lock_plain += 1,
+                    false if kind == AccessKind::Atomic => other_atomics += 1,
+                    false => {}
+                }
+            }
             match op {
                 Op::Access {
                     addr,
@@ -1283,6 +1294,14 @@ fn ssca2_builds_the_csr_and_runs_real_bfs() {
         delta_updates, preds,
         "one delta update per predecessor edge of every level below the source"
     );
+    // each backward update takes and releases its predecessor's lock; each forward edge
+    // its target's (one per kept edge, at least one per reached vertex)
+    assert!(
+        lock_atomics % 2 == 0 && lock_atomics >= 2 * (preds + reached),
+        "{lock_atomics} locked operations on the vertex locks, {preds} predecessor edges, {reached} reached"
+    );
+    assert_eq!(lock_plain, 0, "the locks are only taken and released");
+    assert_eq!(other_atomics, 0, "no other locked operations in K4");
     let (_, _, _) = run_all(spec, threads);
 }
 
@@ -1348,23 +1367,26 @@ fn ssca2_k4_locks_every_update_and_resets_in_static_chunks() {
     for (t, s) in specs.iter_mut().enumerate() {
         let ops = phase_ops(&drain(s), PHASE_K4);
         let in_lock = |a: u64| (lock.start..lock.start + lock.bytes).contains(&a);
-        // omp_test_lock / omp_set_lock (an atomic) then omp_unset_lock (a store), in pairs
-        let (mut taken, mut released) = (0, 0);
-        for op in &ops {
-            match op {
+        // omp_test_lock / omp_set_lock (`lock cmpxchg`) then omp_unset_lock (`xchg`), both
+        // locked instructions, in pairs on the same lock
+        let locked: Vec<u64> = ops
+            .iter()
+            .filter_map(|op| match op {
                 Op::Access {
                     addr,
-                    kind: AccessKind::ReadModifyWrite,
-                } if in_lock(*addr) => taken += 1,
-                Op::Access {
-                    addr,
-                    kind: AccessKind::Write,
-                } if in_lock(*addr) => released += 1,
-                _ => {}
-            }
-        }
-        assert!(taken > 0, "thread {t} took no lock");
-        assert_eq!(released, taken, "thread {t}: every lock taken is released");
+                    kind: AccessKind::Atomic,
+                } if in_lock(*addr) => Some(*addr),
+                Op::Access { addr, .. } if in_lock(*addr) => {
+                    panic!("thread {t}: a lock accessed other than by a locked instruction")
+                }
+                _ => None,
+            })
+            .collect();
+        assert!(!locked.is_empty(), "thread {t} took no lock");
+        assert!(
+            locked.chunks(2).all(|p| p.len() == 2 && p[0] == p[1]),
+            "thread {t}: every lock taken is released"
+        );
         // the reset after the source, between the backward sweep's last barrier and its own
         // two: d written for the vertices of this thread's chunks of the BFS order
         // (schedule(static, N/T)), none for a thread whose chunk starts past the reached ones
@@ -1751,6 +1773,62 @@ fn ua_renumbering_hands_elements_to_other_threads() {
     assert!(sums
         .iter()
         .all(|(_, s)| s.lines_per_phase.contains_key(&PHASE_ADAPT)));
+}
+
+#[test]
+fn ua_transfb_locks_every_mortar_update() {
+    // NPB's transfb takes the point's lock, updates tmor(ig) and releases it, for every
+    // collocation point of every face (transfer.f): two locked instructions per update
+    use numalab_workloads::npb_ua::{PHASE_CONVECT, PHASE_DIFFUSION, UPDATES_PER_FACE};
+    let (_, space, mut specs) = build("npb-ua:class=S,niter=2", 2);
+    let locks = space.by_name("ua.locks").unwrap();
+    let in_locks = |a: u64| (locks.start..locks.start + locks.bytes).contains(&a);
+    let (mut updates, mut atomics, mut other) = (0u64, 0u64, 0u64);
+    for s in specs.iter_mut() {
+        let ops = drain(s);
+        let mut cur = None;
+        for w in ops.windows(3) {
+            if let Op::Phase { id } = w[0] {
+                cur = Some(id);
+            }
+            if !matches!(cur, Some(PHASE_CONVECT) | Some(PHASE_DIFFUSION)) {
+                continue;
+            }
+            match w {
+                [Op::Access {
+                    addr: a,
+                    kind: AccessKind::Atomic,
+                }, Op::Access {
+                    kind: AccessKind::ReadModifyWrite,
+                    ..
+                }, Op::Access {
+                    addr: b,
+                    kind: AccessKind::Atomic,
+                }] if a == b && in_locks(*a) => updates += 1,
+                _ => {}
+            }
+            if let Op::Access { addr, kind } = w[0] {
+                match (in_locks(addr), kind) {
+                    (true, AccessKind::Atomic) => atomics += 1,
+                    (true, _) => other += 1,
+                    _ => {}
+                }
+            }
+        }
+    }
+    assert!(
+        updates > 0 && updates % UPDATES_PER_FACE == 0,
+        "{updates} locked updates"
+    );
+    assert_eq!(
+        atomics,
+        2 * updates,
+        "every lock taken and released once per update"
+    );
+    assert_eq!(
+        other, 0,
+        "the locks are only taken and released in the steps"
+    );
 }
 
 #[test]
