@@ -102,8 +102,6 @@ struct Params {
     /// 1 / the thread's share of its core's concurrency, and its share of the reorder
     /// buffer: the whole core's when no SMT sibling runs (`Simulator::run_turn`).
     inv_conc: f64,
-    /// Its inverse: the thread's share of the core's lines in flight.
-    conc: f64,
     rob_entries: f64,
     /// The thread's store-buffer entries (the core's, split like the reorder buffer).
     sb_entries: usize,
@@ -169,10 +167,6 @@ struct RefKind {
     sibling: bool,
     /// A locked read-modify-write: a fence before it, and its own time (`atomic`).
     atomic: bool,
-    /// How long its data takes per ns charged, less 1: an independent reference is charged
-    /// its latency over the concurrency and its data arrives a whole latency after it
-    /// issued (`conc − 1`); a dependent one is charged all of it (0).
-    late: f64,
     /// `private_hit_ns · overlap`.
     private_hit_ns: f64,
     /// `llc_hit_ns · overlap`.
@@ -204,7 +198,6 @@ impl RefKind {
             hide: if dependent { 0.0 } else { 1.0 },
             sibling: false,
             atomic: false,
-            late: if dependent { 0.0 } else { p.conc - 1.0 },
             private_hit_ns: p.private_hit_ns * overlap,
             llc_hit_ns: p.llc_hit_ns * overlap,
         }
@@ -268,7 +261,11 @@ struct Thread {
     sb: StoreBuffer,
     /// When the data of every reference issued so far has arrived (a load's line, a store's
     /// line for ownership), ns: what a fence waits for besides the store buffer (`fence`).
+    /// Raised where a reference misses the private cache (`hierarchy`), from `issue_ns`.
     data_done_ns: f64,
+    /// When the reference in flight issued (after its translation), ns; −∞ for a locked
+    /// read-modify-write, whose data the fence before it must not wait for.
+    issue_ns: f64,
     /// The clock at the start of the current turn: overlap never takes the clock back
     /// past it.
     turn_clock: f64,
@@ -680,6 +677,7 @@ impl Simulator {
                     window: Window::default(),
                     sb: StoreBuffer::default(),
                     data_done_ns: 0.0,
+                    issue_ns: 0.0,
                     turn_clock: 0.0,
                     epoch_zero_lines: 0,
                     zeroing: None,
@@ -751,7 +749,6 @@ impl Simulator {
             .unwrap_or(0);
         let p = Params {
             inv_conc: 1.0 / c.concurrency_lines.max(1.0),
-            conc: c.concurrency_lines.max(1.0),
             rob_entries: c.rob_entries as f64,
             sb_entries: c.store_buffer_entries as usize,
             core_inv_conc: 1.0 / c.concurrency_lines.max(1.0),
@@ -1366,7 +1363,6 @@ impl Simulator {
         let slot = self.threads[t].core;
         let sharers = f64::from(self.core_threads.get(slot).copied().unwrap_or(1).max(1));
         self.sh.p.inv_conc = self.sh.p.core_inv_conc * sharers;
-        self.sh.p.conc = 1.0 / self.sh.p.inv_conc;
         self.sh.p.rob_entries = self.sh.p.core_rob_entries / sharers;
         self.sh.p.sb_entries = (self.sh.p.core_sb_entries as f64 / sharers).max(1.0) as usize;
         self.swap_core_state(t);
@@ -2702,7 +2698,12 @@ fn hierarchy<B: Build>(
                 }
             }
             match sh.llc[node].access(line, false, home as u8) {
-                CacheOutcome::Hit => (rk.llc_hit_ns, DataSource::LocalLlc, true),
+                CacheOutcome::Hit => {
+                    // its data arrives a whole hit latency after it issued (a fence waits
+                    // for it: `fence`)
+                    th.data_done_ns = th.data_done_ns.max(th.issue_ns + sh.p.llc_hit_ns);
+                    (rk.llc_hit_ns, DataSource::LocalLlc, true)
+                }
                 CacheOutcome::Miss { evicted } => {
                     if let Some(ev) = evicted {
                         if ev.dirty {
@@ -2721,6 +2722,7 @@ fn hierarchy<B: Build>(
                         }
                     }
                     let lat = sh.mem.read_latency_ns(node, home);
+                    th.data_done_ns = th.data_done_ns.max(th.issue_ns + lat);
                     th.s.dram_by_node[home] += 1;
                     if home == node {
                         th.s.dram_local += 1;
@@ -3120,6 +3122,15 @@ fn reference<B: Build, const TRANSLATED: bool>(
     size: PageSize,
     cost: f64,
 ) {
+    // a private-cache hit is there when charged (the level stands for the L1 too, whose hits
+    // are folded into compute); a miss's data a whole latency after this (`hierarchy`)
+    th.issue_ns = if rk.atomic {
+        f64::NEG_INFINITY
+    } else if TRANSLATED {
+        th.clock + cost
+    } else {
+        th.clock
+    };
     let (ns, source, _) = hierarchy(b, th, sh, addr >> 6, home, rk);
     if rk.posted {
         // the store retires into the store buffer after its translation; the thread waits
@@ -3127,13 +3138,6 @@ fn reference<B: Build, const TRANSLATED: bool>(
         th.s.stores += 1;
         let translated = if TRANSLATED { cost } else { 0.0 };
         let stall = th.sb.post(th.clock + translated, ns, sh.p.sb_entries);
-        // its line for ownership, asked for when it retired, arrives a latency later (a
-        // private-cache hit stands for the L1 too, whose hits are folded into compute)
-        if source != DataSource::PrivateCache {
-            th.data_done_ns = th
-                .data_done_ns
-                .max(th.clock + translated + ns * (1.0 + rk.late));
-        }
         th.clock += translated + stall;
         th.s.memory_ns += translated + stall;
         th.indep_ns += translated * rk.hide;
@@ -3209,12 +3213,6 @@ fn plain_data<const TRANSLATED: bool>(
     th.clock += cost;
     th.s.memory_ns += cost;
     th.indep_ns += cost * rk.hide;
-    // an independent reference's data arrives a whole latency after it issued (a
-    // private-cache hit's is there: it stands for the L1 too, whose hits are folded into
-    // compute)
-    if source != DataSource::PrivateCache {
-        th.data_done_ns = th.data_done_ns.max(th.clock + ns * rk.late);
-    }
 }
 
 /// The time the data part (`ns`, after the translation) of a dependent read adds to its
