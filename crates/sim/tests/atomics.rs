@@ -4,45 +4,18 @@
 //! overlap as plain read-modify-writes do (Intel SDM vol. 3A §8.1.2; Schweizer, Besta &
 //! Hoefler, PACT 2015).
 
-use numalab_core::{AccessKind, CpuId, MapOptions, Op};
-use numalab_sim::{simulate, Pinning, SimConfig, SimResult};
-use numalab_workloads::script::Script;
+mod common;
+
+use common::measured_ns;
+use numalab_core::{AccessKind, Op};
+use numalab_sim::SimResult;
 
 const MIB: u64 = 1 << 20;
 const PRESET: &str = "xeon-gold6130-2n";
 
-/// One thread on CPU 0 first touches a 64 MiB buffer (one write per page), then a phase
-/// boundary, then the ops `body` emits for the buffer's start address.
+/// [`common::after_first_touch`] on [`PRESET`].
 fn after_first_touch(body: impl Fn(u64, &mut Vec<Op>) + Send + Sync + 'static) -> SimResult {
-    let m = numalab_machine::preset(PRESET).unwrap();
-    let w = Script {
-        maps: vec![(64 * MIB, MapOptions::default())],
-        threads: 1,
-        ops: move |bases: &[u64], _t: usize| {
-            let mut ops = Vec::new();
-            for p in 0..(64 * MIB / 4096) {
-                ops.push(Op::Access {
-                    addr: bases[0] + p * 4096,
-                    kind: AccessKind::Write,
-                });
-            }
-            ops.push(Op::Phase { id: 1 });
-            body(bases[0], &mut ops);
-            ops
-        },
-    };
-    let cfg = SimConfig {
-        pinning: Pinning::Cpus(vec![CpuId(0)]),
-        sample_period: 0,
-        ..Default::default()
-    };
-    simulate(&m, &w, cfg).unwrap()
-}
-
-/// Time of the measured part (after the first touch), ns.
-fn measured_ns(r: &SimResult) -> f64 {
-    let last = r.phases.last().unwrap();
-    last.end_ns - last.start_ns
+    common::after_first_touch(PRESET, body)
 }
 
 /// Line `i` of a spread of the buffer's lines (a multiplicative hash: no two near).

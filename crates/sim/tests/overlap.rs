@@ -2,39 +2,17 @@
 //! simulation II", item 6): independent misses and compute overlap up to the reorder buffer,
 //! dependent chains stay serial.
 
-use numalab_core::{AccessKind, CpuId, MapOptions, Op};
-use numalab_sim::{simulate, Pinning, SimConfig, SimResult};
-use numalab_workloads::script::Script;
+mod common;
+
+use common::measured_ns;
+use numalab_core::{AccessKind, Op};
+use numalab_sim::SimResult;
 
 const MIB: u64 = 1 << 20;
 
-/// One thread on CPU 0 of a Skylake preset: it first touches a 64 MiB buffer (one write per
-/// page, so faults are not in the way), then a phase boundary, then the ops `body` emits for
-/// the buffer's start address.
+/// [`common::after_first_touch`] on the Skylake preset.
 fn after_first_touch(body: impl Fn(u64, &mut Vec<Op>) + Send + Sync + 'static) -> SimResult {
-    let m = numalab_machine::preset("xeon-gold6130-2n").unwrap();
-    let w = Script {
-        maps: vec![(64 * MIB, MapOptions::default())],
-        threads: 1,
-        ops: move |bases: &[u64], _t: usize| {
-            let mut ops = Vec::new();
-            for p in 0..(64 * MIB / 4096) {
-                ops.push(Op::Access {
-                    addr: bases[0] + p * 4096,
-                    kind: AccessKind::Write,
-                });
-            }
-            ops.push(Op::Phase { id: 1 });
-            body(bases[0], &mut ops);
-            ops
-        },
-    };
-    let cfg = SimConfig {
-        pinning: Pinning::Cpus(vec![CpuId(0)]),
-        sample_period: 0,
-        ..Default::default()
-    };
-    simulate(&m, &w, cfg).unwrap()
+    common::after_first_touch("xeon-gold6130-2n", body)
 }
 
 /// `chunks` Runs of 64 lines of `kind` over the buffer (each line touched once), each
@@ -57,13 +35,6 @@ fn run(kind: AccessKind, lines: u32, cycles: u32, instructions: u32) -> SimResul
             });
         }
     })
-}
-
-/// Time of the measured part (after the first touch), ns.
-fn measured_ns(r: &SimResult) -> f64 {
-    let p = &r.phases;
-    let last = p.last().unwrap();
-    last.end_ns - last.start_ns
 }
 
 #[test]
