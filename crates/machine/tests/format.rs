@@ -70,6 +70,30 @@ fn paging_structure_caches_and_rob_parse_and_refuse_mixed_forms() {
 }
 
 #[test]
+fn locked_op_cycles_parse_round_trip_and_refuse_absurd_values() {
+    let m = Machine::from_toml_str(
+        "base = \"opteron6272-8n\"\n[core]\nlocked_op_cycles = 50\n",
+        "t.toml",
+    )
+    .unwrap();
+    assert_eq!(m.core.locked_op_cycles, 50);
+    let back = Machine::from_toml_str(&m.to_toml(), "t.toml").unwrap();
+    assert_eq!(back.core.locked_op_cycles, 50, "written and read back");
+    // absent: the base's, or the default where the file names no base
+    let base = Machine::from_toml_str("base = \"opteron6272-8n\"\n", "t.toml").unwrap();
+    assert_eq!(
+        base.core.locked_op_cycles,
+        numalab_machine::DEFAULT_LOCKED_OP_CYCLES
+    );
+    for bad in ["0", "20000"] {
+        let e = err(&format!(
+            "base = \"opteron6272-8n\"\n[core]\nlocked_op_cycles = {bad}\n"
+        ));
+        assert!(e.contains("core.locked_op_cycles"), "{bad}: {e}");
+    }
+}
+
+#[test]
 fn round_trip_keeps_optional_fields() {
     let mut m = preset("opteron8347he-4n").unwrap();
     m.nodes[2].os_index = Some(7);

@@ -263,7 +263,8 @@ struct Thread {
     /// line for ownership), ns: what a fence waits for besides the store buffer (`fence`).
     /// Raised where a reference misses the private cache (`hierarchy`), from `issue_ns`.
     data_done_ns: f64,
-    /// When the reference in flight issued (after its translation), ns; −∞ for a locked
+    /// When the reference in flight issued (after its translation), ns; −∞ for one charged
+    /// all its data time (a page walk's, a dependent read, a sibling read) and for a locked
     /// read-modify-write, whose data the fence before it must not wait for.
     issue_ns: f64,
     /// The clock at the start of the current turn: overlap never takes the clock back
@@ -1246,6 +1247,8 @@ impl Simulator {
             if let Some(th) = self.threads.get_mut(t as usize).filter(|th| !th.finished) {
                 th.clock -= ns;
                 th.s.fault_ns -= ns;
+                // the fault's reference issued that much earlier too
+                th.data_done_ns -= ns;
             }
         }
     }
@@ -2806,6 +2809,8 @@ fn translate<B: Build>(
             // PDE's line is a 2 MiB page's leaf line, a PDPTE's a 1 GiB page's
             let up = th.tlb.walk_levels(addr, size);
             let walk = RefKind::with(&sh.p, false, true);
+            // the walk's references are charged whole: nothing for a fence to wait for
+            th.issue_ns = f64::NEG_INFINITY;
             cost += sh.p.walk_base_ns;
             // each entry is read from its table page's node (os/pt_pages.rs), where the fault
             // that needed the table put it
@@ -3123,8 +3128,11 @@ fn reference<B: Build, const TRANSLATED: bool>(
     cost: f64,
 ) {
     // a private-cache hit is there when charged (the level stands for the L1 too, whose hits
-    // are folded into compute); a miss's data a whole latency after this (`hierarchy`)
-    th.issue_ns = if rk.atomic {
+    // are folded into compute); a miss's data a whole latency after this (`hierarchy`). A
+    // reference charged all its data time (a dependent read, a sibling with the read it
+    // issued with) has it by the end of its charge, and an atomic's fence must not wait for
+    // its own line: −∞, which raises nothing.
+    th.issue_ns = if rk.hide == 0.0 {
         f64::NEG_INFINITY
     } else if TRANSLATED {
         th.clock + cost

@@ -1227,6 +1227,8 @@ fn ssca2_builds_the_csr_and_runs_real_bfs() {
     let d = space.by_name("ssca2.d").unwrap();
     let delta = space.by_name("ssca2.delta").unwrap();
     let lock = space.by_name("ssca2.vLock").unwrap();
+    let k1_lock = space.by_name("ssca2.k1.vLock").unwrap();
+    let mut k1_locked = 0u64;
     let mut slots = Vec::new();
     let (mut discovered, mut delta_updates) = (0u64, 0u64);
     // libgomp's lock and unlock are locked instructions (`lock cmpxchg`, `xchg`)
@@ -1234,6 +1236,15 @@ fn ssca2_builds_the_csr_and_runs_real_bfs() {
     for s in specs.iter_mut() {
         let ops = drain(s);
         for op in phase_ops(&ops, PHASE_K1) {
+            if let Op::Access {
+                addr,
+                kind: AccessKind::Atomic,
+            } = op
+            {
+                if (k1_lock.start..k1_lock.start + k1_lock.bytes).contains(&addr) {
+                    k1_locked += 1;
+                }
+            }
             if let Op::Access {
                 addr,
                 kind: AccessKind::Write,
@@ -1271,6 +1282,12 @@ fn ssca2_builds_the_csr_and_runs_real_bfs() {
         slots,
         (0..8 << 10).collect::<Vec<u64>>(),
         "every edge placed in its own CSR slot"
+    );
+    // K1's count pass: u's lock taken and released around each edge's degree update
+    assert_eq!(
+        k1_locked,
+        2 * (8 << 10),
+        "two locked instructions per edge in K1"
     );
     let w = numalab_workloads::ssca2::Ssca2::from_params(
         &params("ssca2", numalab_workloads::ssca2::KEYS, spec),
@@ -1550,6 +1567,28 @@ fn jbb_buffers_are_taken_at_the_tops_in_the_order_threads_ask() {
             company > 3000 / 3,
             "payments lock the shared company object: {company}"
         );
+        // the monitor is taken and released by compare-and-swap around each update, and
+        // every TLAB is bumped off eden's top by one
+        let on = |a: u64, k: AccessKind| Op::Access { addr: a, kind: k };
+        let locked_updates = ops
+            .windows(3)
+            .filter(|w| {
+                w == &[
+                    on(shared + 64, AccessKind::Atomic),
+                    on(shared + 64, AccessKind::ReadModifyWrite),
+                    on(shared + 64, AccessKind::Atomic),
+                ]
+            })
+            .count();
+        assert_eq!(
+            locked_updates, company,
+            "each company update under its monitor"
+        );
+        let bumps = ops
+            .iter()
+            .filter(|op| **op == on(shared, AccessKind::Atomic))
+            .count();
+        assert!(bumps > 0, "TLABs taken by an atomic bump of eden's top");
         let gc = phase_ops(ops, PHASE_GC);
         assert!(gc.iter().any(|op| matches!(op, Op::Access { addr, kind: AccessKind::Write } if (s0.start..s0.start + s0.bytes).contains(addr))));
     }
@@ -1779,33 +1818,54 @@ fn ua_renumbering_hands_elements_to_other_threads() {
 fn ua_transfb_locks_every_mortar_update() {
     // NPB's transfb takes the point's lock, updates tmor(ig) and releases it, for every
     // collocation point of every face (transfer.f): two locked instructions per update
-    use numalab_workloads::npb_ua::{PHASE_CONVECT, PHASE_DIFFUSION, UPDATES_PER_FACE};
+    use numalab_workloads::npb_ua::{
+        MORTAR_ARRAYS, OMP_LOCK_BYTES, PHASE_CONVECT, PHASE_DIFFUSION, UPDATES_PER_FACE,
+    };
     let (_, space, mut specs) = build("npb-ua:class=S,niter=2", 2);
     let locks = space.by_name("ua.locks").unwrap();
+    let mortars: Vec<_> = (0..MORTAR_ARRAYS)
+        .map(|i| space.by_name(&format!("ua.mortar{i}")).unwrap())
+        .collect();
     let in_locks = |a: u64| (locks.start..locks.start + locks.bytes).contains(&a);
-    let (mut updates, mut atomics, mut other) = (0u64, 0u64, 0u64);
+    let (mut updates, mut atomics, mut other, mut initialised) = (0u64, 0u64, 0u64, 0u64);
     for s in specs.iter_mut() {
         let ops = drain(s);
         let mut cur = None;
         for w in ops.windows(3) {
-            if let Op::Phase { id } = w[0] {
-                cur = Some(id);
+            match w[0] {
+                Op::Phase { id } => cur = Some(id),
+                // omp_init_lock in the set-up
+                Op::Run {
+                    base,
+                    lines,
+                    kind: AccessKind::Write,
+                    ..
+                } if in_locks(base) => initialised += lines as u64,
+                _ => {}
             }
             if !matches!(cur, Some(PHASE_CONVECT) | Some(PHASE_DIFFUSION)) {
                 continue;
             }
-            match w {
-                [Op::Access {
-                    addr: a,
-                    kind: AccessKind::Atomic,
-                }, Op::Access {
-                    kind: AccessKind::ReadModifyWrite,
-                    ..
-                }, Op::Access {
-                    addr: b,
-                    kind: AccessKind::Atomic,
-                }] if a == b && in_locks(*a) => updates += 1,
-                _ => {}
+            if let [Op::Access {
+                addr: a,
+                kind: AccessKind::Atomic,
+            }, Op::Access {
+                addr: point,
+                kind: AccessKind::ReadModifyWrite,
+            }, Op::Access {
+                addr: b,
+                kind: AccessKind::Atomic,
+            }] = *w
+            {
+                if a == b && in_locks(a) {
+                    // the update between them is of the lock's own mortar point
+                    let ig = (a - locks.start) / OMP_LOCK_BYTES;
+                    assert!(
+                        mortars.iter().any(|m| point == m.start + ig * 8),
+                        "lock {ig} around an update of another point"
+                    );
+                    updates += 1;
+                }
             }
             if let Op::Access { addr, kind } = w[0] {
                 match (in_locks(addr), kind) {
@@ -1828,6 +1888,11 @@ fn ua_transfb_locks_every_mortar_update() {
     assert_eq!(
         other, 0,
         "the locks are only taken and released in the steps"
+    );
+    assert!(
+        initialised * 64 >= locks.bytes - 64,
+        "omp_init_lock writes every lock: {initialised} lines of {} bytes",
+        locks.bytes
     );
 }
 

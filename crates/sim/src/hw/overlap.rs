@@ -63,7 +63,8 @@ impl Window {
         early + under
     }
 
-    /// A fault (a trap) or a barrier: nothing before it overlaps anything after it.
+    /// A fault (a trap), a barrier, an atomic (a locked instruction's fence) or a system
+    /// call: nothing before it overlaps anything after it.
     /// `indep_ns` is the independent memory time that will have been counted when the
     /// serialising event's own cost is in (the fault's cost is added with its reference).
     pub fn serialise(&mut self, indep_ns: f64, refs: u64) {
