@@ -3185,7 +3185,6 @@ fn locked_rmw(th: &mut Thread, locked_op_ns: f64, translated_ns: f64, ns: f64) {
     th.s.memory_ns += locked_op_ns + ns;
     th.s.stores += 1;
     th.s.atomics += 1;
-    th.data_done_ns = th.data_done_ns.max(th.clock);
     th.dep_shadow_ns = 0.0;
     th.window.serialise(th.indep_ns, th.s.loads + th.s.stores);
 }
