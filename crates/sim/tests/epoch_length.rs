@@ -143,7 +143,7 @@ fn lbm_copies_with_all_memory_behind_one_link() {
 fn write_backs_over_a_saturated_link_do_not_stall_the_run() {
     let m = numalab_machine::preset("opteron6272-8n").unwrap();
     let run = |thp| {
-        let w = numalab_workloads::by_spec("jbb:transactions=3000", 64).unwrap();
+        let w = numalab_workloads::by_spec("jbb:transactions=3000,rampup=0", 64).unwrap();
         let cfg = SimConfig {
             thp,
             sample_period: 0,

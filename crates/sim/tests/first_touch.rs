@@ -223,7 +223,8 @@ fn a_jvm_heap_with_thp_is_spread_over_the_nodes_whatever_the_epoch_length() {
     let m = numalab_machine::preset("opteron6164he-4n").unwrap();
     for epoch_us in [5.0, 20.0, 100.0] {
         let w =
-            numalab_workloads::by_spec("jbb:transactions=2000,eden=64M,warehouse=4M", 24).unwrap();
+            numalab_workloads::by_spec("jbb:transactions=2000,rampup=0,eden=64M,warehouse=4M", 24)
+                .unwrap();
         let cfg = SimConfig {
             thp: numalab_sim::ThpMode::Always,
             sample_period: 0,

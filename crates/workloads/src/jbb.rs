@@ -31,6 +31,14 @@
 //! [`TENURE_GCS`]-th collection promotes the survivors into old-generation PLABs instead.
 //! Barriers open and close the pause, phase `gc`. `pretouch=1` is `-XX:+AlwaysPreTouch`:
 //! thread 0 writes the whole heap first.
+//!
+//! Between the load and the measured `transactions` each worker runs `rampup` transactions,
+//! phase `rampup`, their collections included, as SPECjbb2005 runs a ramp-up (30 s) before
+//! each measurement interval (240 s): the interval then starts with every young space in use,
+//! as a real one does after the dozens of collections of the ramp-up and the earlier points.
+//! The default is [`RAMPUP_CYCLES`] collections' worth, the least that has used eden and both
+//! survivor spaces once; the first touches of the old generation's promotions stay in the
+//! interval, where a growing old generation has them too.
 
 use crate::emit::{Gen, Script, Span, SplitMix64, Status, CHUNK_OPS};
 use crate::kernel::compute;
@@ -48,16 +56,26 @@ pub const KEYS: &[&str] = &[
     "tlab",
     "alloc",
     "transactions",
+    "rampup",
     "pretouch",
     "seed",
 ];
 pub const DESCRIPTION: &str = "SPECjbb2005-like: one warehouse per worker in the old generation, TPC-C-like transaction mix, TLAB allocation from a shared eden, stop-the-world parallel young GC (§4.6). \
-keys: eden=1G, survivor=128M (each of two), warehouse=bytes per warehouse (25M), items=shared item table entries (100000), tlab=256K, alloc=bytes allocated per transaction (2K), transactions=per worker (1000000), pretouch=0|1 (0), seed=1 (all sizes E)";
+keys: eden=1G, survivor=128M (each of two), warehouse=bytes per warehouse (25M), items=shared item table entries (100000), tlab=256K, alloc=bytes allocated per transaction (2K), transactions=per worker, measured (1000000), rampup=per worker before them (two collections' worth), pretouch=0|1 (0), seed=1 (all sizes E)";
 
-pub const PHASES: &[&str] = &["load", "transactions", "gc"];
+pub const PHASES: &[&str] = &["load", "rampup", "transactions", "gc"];
 pub const PHASE_LOAD: u16 = 0;
-pub const PHASE_TXN: u16 = 1;
-pub const PHASE_GC: u16 = 2;
+pub const PHASE_RAMPUP: u16 = 1;
+pub const PHASE_TXN: u16 = 2;
+pub const PHASE_GC: u16 = 3;
+
+/// Collections in the default ramp-up: the first copies the live objects into one survivor
+/// space, the second into the other, so that afterwards eden (already used by the load, or by
+/// the first cycle where the warehouses did not fill it) and both survivors have been touched
+/// and are reused, as in a JVM that has run for a while. SPECjbb2005's own ramp-up, 30 s at
+/// ≈ 1 GB/s of allocation, holds dozens of young collections; two is the least that leaves
+/// none of the young spaces fresh, so the shrunk run does not pay more of them.
+pub const RAMPUP_CYCLES: u64 = 2;
 
 /// Levels of a warehouse tree lookup (E).
 pub const TREE_DEPTH: u64 = 4;
@@ -87,6 +105,8 @@ pub struct Jbb {
     pub tlab: u64,
     pub alloc: u64,
     pub transactions: u64,
+    /// Transactions per worker before the measured ones (phase `rampup`).
+    pub rampup: u64,
     pub pretouch: bool,
     pub seed: u64,
     pub threads: usize,
@@ -120,6 +140,7 @@ impl Jbb {
             tlab: p.size("tlab", 256 << 10)?,
             alloc: p.size("alloc", 2 << 10)?,
             transactions: p.uint("transactions", 1_000_000)?,
+            rampup: 0,
             pretouch: p.flag("pretouch", false)?,
             seed: p.uint("seed", 1)?,
             threads,
@@ -133,6 +154,8 @@ impl Jbb {
                 ),
             });
         }
+        let mut j = j;
+        j.rampup = p.uint("rampup", RAMPUP_CYCLES * j.txns_per_cycle())?;
         if j.warehouse < 64 * 1024 {
             return Err(WorkloadError::BadValue {
                 workload: NAME,
@@ -169,7 +192,7 @@ impl Workload for Jbb {
     fn name(&self) -> String {
         use crate::spec::format_size as f;
         format!(
-            "{NAME}:eden={},survivor={},warehouse={},items={},tlab={},alloc={},transactions={},pretouch={},seed={}",
+            "{NAME}:eden={},survivor={},warehouse={},items={},tlab={},alloc={},transactions={},rampup={},pretouch={},seed={}",
             f(self.eden),
             f(self.survivor),
             f(self.warehouse),
@@ -177,6 +200,7 @@ impl Workload for Jbb {
             f(self.tlab),
             f(self.alloc),
             self.transactions,
+            self.rampup,
             self.pretouch as u8,
             self.seed
         )
@@ -191,7 +215,7 @@ impl Workload for Jbb {
         let o = MapOptions::default;
         let nt = self.threads as u64;
         // old: the warehouses, then room for every promotion of the run
-        let cycles = self.transactions.div_ceil(self.txns_per_cycle());
+        let cycles = (self.rampup + self.transactions).div_ceil(self.txns_per_cycle());
         // each GC thread's last PLAB of a promotion may be partly used
         let promoted = (cycles / TENURE_GCS + 1)
             * ((self.eden as f64 * SURVIVAL) as u64 + (64 + OLD_PLAB_BYTES) * nt);
@@ -253,6 +277,7 @@ impl Workload for Jbb {
                         left: self.warehouse,
                     },
                     done: 0,
+                    txn_phase: PHASE_RAMPUP,
                     in_cycle: 0,
                     tlab_left: 0,
                     tlab_addr: 0,
@@ -328,7 +353,10 @@ struct Worker {
     rng: SplitMix64,
     tops: Arc<Mutex<Tops>>,
     stage: Stage,
+    /// Transactions run, the ramp-up's included.
     done: u64,
+    /// The phase the worker's transactions are in: `rampup`, then `transactions`.
+    txn_phase: u16,
     /// Transactions since the last collection.
     in_cycle: u64,
     tlab_left: u64,
@@ -538,7 +566,13 @@ impl Worker {
         let nt = self.j.threads as u64;
         let g = self.t as u64;
         out.push(Op::Barrier);
-        out.push(Op::Phase { id: PHASE_GC });
+        // the ramp-up's collections are the ramp-up's (the one that ends it too)
+        let gc_phase = if self.done <= self.j.rampup && self.j.rampup > 0 {
+            PHASE_RAMPUP
+        } else {
+            PHASE_GC
+        };
+        out.push(Op::Phase { id: gc_phase });
         let cards = self.heap.old_bytes.div_ceil(CARD_BYTES);
         let sp = Span::covering(
             self.heap.cards,
@@ -563,7 +597,12 @@ impl Worker {
     /// The end of a pause: the closing barrier, and a fresh TLAB in the next cycle.
     fn end_pause(&mut self, out: &mut Vec<Op>) {
         out.push(Op::Barrier);
-        out.push(Op::Phase { id: PHASE_TXN });
+        self.txn_phase = if self.done < self.j.rampup {
+            PHASE_RAMPUP
+        } else {
+            PHASE_TXN
+        };
+        out.push(Op::Phase { id: self.txn_phase });
         self.cycle += 1;
         self.in_cycle = 0;
         self.tlab_left = 0;
@@ -616,7 +655,7 @@ impl Gen for Worker {
                     };
                 }
                 Stage::Transactions => {
-                    if self.done == self.j.transactions {
+                    if self.done == self.j.rampup + self.j.transactions {
                         return Status::Done;
                     }
                     if self.in_cycle == self.j.txns_per_cycle() {
@@ -627,6 +666,12 @@ impl Gen for Worker {
                     if self.tlab_left < self.j.alloc && !out.is_empty() {
                         // this transaction takes a TLAB: when the worker reaches it
                         return Status::Yield;
+                    }
+                    if self.done == self.j.rampup && self.txn_phase == PHASE_RAMPUP {
+                        // the measurement interval begins (no pause: SPECjbb starts timing
+                        // while the warehouses run on)
+                        self.txn_phase = PHASE_TXN;
+                        out.push(Op::Phase { id: PHASE_TXN });
                     }
                     self.transaction(out);
                     self.in_cycle += 1;

@@ -1468,7 +1468,7 @@ fn jbb_load_plabs(ops: &[Op], old: u64, area: u64) -> Vec<u64> {
 fn jbb_buffers_are_taken_at_the_tops_in_the_order_threads_ask() {
     use numalab_workloads::jbb::{OLD_PLAB_BYTES, PHASE_GC, PHASE_LOAD, PHASE_TXN};
     let spec =
-        "jbb:eden=4M,survivor=1M,warehouse=1M,items=1000,tlab=64K,alloc=2K,transactions=3000";
+        "jbb:eden=4M,survivor=1M,warehouse=1M,items=1000,tlab=64K,alloc=2K,transactions=3000,rampup=0";
     let threads = 2;
     let (w, space, sums) = run_all(spec, threads);
     assert!(by_spec(&w.name(), threads).is_ok());
@@ -1638,6 +1638,144 @@ fn rows_of(
             _ => None,
         })
         .collect()
+}
+
+/// SPECjbb measures after a ramp-up: by default two collections' worth of transactions, phase
+/// `rampup` with their collections, so that every page of the survivor spaces the measured
+/// interval's collections copy into was written before it (a real interval follows dozens of
+/// collections); the measured phase holds exactly `transactions` per worker.
+#[test]
+fn jbb_measures_after_a_rampup_that_has_used_every_young_space() {
+    use numalab_workloads::jbb::{PHASE_GC, PHASE_RAMPUP, PHASE_TXN};
+    let spec =
+        "jbb:eden=4M,survivor=1M,warehouse=1M,items=1000,tlab=64K,alloc=2K,transactions=3000";
+    let threads = 2;
+    let (w, space, _) = build(spec, threads);
+    // 64 TLABs of 64K, 32 per worker, 32 transactions each: a collection every 1024
+    assert!(w.name().contains("rampup=2048"), "{}", w.name());
+    let survivors: Vec<_> = ["jbb.survivor0", "jbb.survivor1"]
+        .iter()
+        .map(|n| space.by_name(n).unwrap())
+        .collect();
+    let page_of = |a: u64| -> Option<(usize, u64)> {
+        survivors
+            .iter()
+            .position(|m| (m.start..m.start + m.bytes).contains(&a))
+            .map(|k| (k, (a - survivors[k].start) / 4096))
+    };
+    let (_, _, mut specs) = build(spec, threads);
+    let ops = interleave(&mut specs);
+    for (t, ops) in ops.iter().enumerate() {
+        let (mut phase, mut txn_entries, mut rampup_gcs, mut gcs) = (0, 0, 0, 0);
+        let mut warm = std::collections::HashSet::new();
+        let mut measured_pages = std::collections::HashSet::new();
+        // transactions: one allocation Run in eden each, counted per phase
+        let eden = space.by_name("jbb.eden").unwrap();
+        let mut allocs = std::collections::HashMap::<u16, u64>::new();
+        let mut last = None;
+        for op in ops {
+            match *op {
+                Op::Phase { id } => {
+                    if last == Some(Op::Barrier) && id == PHASE_RAMPUP && phase != 0 {
+                        rampup_gcs += 1;
+                    }
+                    if id == PHASE_GC {
+                        gcs += 1;
+                    }
+                    if id == PHASE_TXN {
+                        txn_entries += 1;
+                    }
+                    phase = id;
+                }
+                Op::Access {
+                    addr,
+                    kind: AccessKind::Write,
+                } => {
+                    if let Some(p) = page_of(addr) {
+                        if phase == PHASE_RAMPUP {
+                            warm.insert(p);
+                        } else if phase == PHASE_GC {
+                            measured_pages.insert(p);
+                        }
+                    }
+                }
+                Op::Run {
+                    base,
+                    kind: AccessKind::Write,
+                    ..
+                } if (eden.start..eden.start + eden.bytes).contains(&base)
+                    && (phase == PHASE_RAMPUP || phase == PHASE_TXN) =>
+                {
+                    *allocs.entry(phase).or_default() += 1;
+                }
+                _ => {}
+            }
+            last = Some(*op);
+        }
+        // the load's collection ends in the ramp-up; then the ramp-up's two collections (each
+        // a pause entered and left in phase `rampup`), then the interval's
+        assert!(rampup_gcs >= 2, "thread {t}: {rampup_gcs} ramp-up pauses");
+        assert_eq!(gcs, 2, "thread {t}: collections at 3072 and 4096 of 5048");
+        assert!(txn_entries >= 1);
+        assert_eq!(
+            allocs[&PHASE_TXN], 3000,
+            "thread {t}: measured transactions"
+        );
+        assert_eq!(
+            allocs[&PHASE_RAMPUP], 2048,
+            "thread {t}: ramp-up transactions"
+        );
+        assert!(
+            !measured_pages.is_empty(),
+            "thread {t}: the interval copies"
+        );
+        // both survivors were in use before the interval
+        for k in 0..2 {
+            assert!(
+                warm.iter().any(|p| p.0 == k),
+                "thread {t}: survivor {k} unused"
+            );
+        }
+    }
+    // over both threads: every survivor page the interval's collections write was written by
+    // the ramp-up's (the interval has no first touch of the young spaces)
+    let warm: std::collections::HashSet<_> = ops
+        .iter()
+        .flat_map(|o| {
+            let mut phase = 0;
+            o.iter()
+                .filter_map(move |op| match *op {
+                    Op::Phase { id } => {
+                        phase = id;
+                        None
+                    }
+                    Op::Access {
+                        addr,
+                        kind: AccessKind::Write,
+                    } => Some((phase, addr)),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        })
+        .filter_map(|(ph, a)| page_of(a).map(|p| (ph, p)))
+        .collect();
+    let before: std::collections::HashSet<_> = warm
+        .iter()
+        .filter(|(ph, _)| *ph == PHASE_RAMPUP)
+        .map(|x| x.1)
+        .collect();
+    for (ph, p) in &warm {
+        if *ph == PHASE_GC {
+            assert!(
+                before.contains(p),
+                "survivor page {p:?} first written in the interval"
+            );
+        }
+    }
+
+    // rampup=0 measures from the load's end, as before the ramp-up existed
+    let (w0, _, _) = build(&format!("{spec},rampup=0"), threads);
+    assert!(w0.name().contains("rampup=0"));
 }
 
 #[test]
