@@ -575,6 +575,41 @@ fn npb_static_arrays_sit_side_by_side() {
     }
 }
 
+/// `randrw`'s warm-up: one untimed lap of draws, a draw per line of the buffer, in its own
+/// phase and from its own stream, so the timed draws are the same with or without it.
+#[test]
+fn randrw_warms_up_with_one_lap_before_timing() {
+    use numalab_workloads::randrw::{PHASE_ACCESS, PHASE_WARMUP};
+    let accesses_in = |spec: &str, phase: u16| -> Vec<u64> {
+        let (_, _, mut specs) = build(spec, 1);
+        let ops = drain(&mut specs[0]);
+        let mut cur = None;
+        ops.iter()
+            .filter_map(|o| match *o {
+                Op::Phase { id } => {
+                    cur = Some(id);
+                    None
+                }
+                Op::Access { addr, .. } if cur == Some(phase) => Some(addr),
+                _ => None,
+            })
+            .collect()
+    };
+    let warm = "randrw:bytes=1M,accesses=5000,op=write";
+    let cold = "randrw:bytes=1M,accesses=5000,op=write,warmup=0";
+    assert_eq!(accesses_in(warm, PHASE_WARMUP).len(), (1 << 20) / 64);
+    assert!(accesses_in(cold, PHASE_WARMUP).is_empty());
+    assert_eq!(
+        accesses_in(warm, PHASE_ACCESS),
+        accesses_in(cold, PHASE_ACCESS)
+    );
+    assert_ne!(
+        accesses_in(warm, PHASE_WARMUP)[..5000],
+        accesses_in(warm, PHASE_ACCESS)[..],
+        "the lap draws its own lines"
+    );
+}
+
 /// `randrw` (§2.4): a pre-fault pass, then independent reads or writes at generator-drawn
 /// lines inside the buffer, each after the generator's compute.
 #[test]
