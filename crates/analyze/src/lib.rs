@@ -27,6 +27,6 @@ pub use error::Error;
 pub use format::{PlacementReader, PlacementWriter, SampleReader, SampleWriter};
 pub use perf::PerfReader;
 pub use record::{
-    Batch, FileMeta, Known, Mapping, MappingKind, Placement, PlacementEntry, Record, Row,
+    Batch, BuildId, FileMeta, Known, Mapping, MappingKind, Placement, PlacementEntry, Record, Row,
     SampleSource, ThreadName,
 };

@@ -14,14 +14,14 @@
 
 use crate::error::Error;
 use crate::record::{
-    cpu_nodes, Batch, FileMeta, Known, Mapping, MappingKind, Placement, Record, Row, SampleSource,
-    ThreadName,
+    cpu_nodes, Batch, BuildId, FileMeta, Known, Mapping, MappingKind, Placement, Record, Row,
+    SampleSource, ThreadName,
 };
 use linux_perf_data::linux_perf_event_reader::{
     EventRecord, PerfEventAttr, PerfEventType, RecordType, SamplingPolicy,
 };
 use linux_perf_data::{
-    Endianness, Feature, PerfFile, PerfFileReader, PerfFileRecord, PerfRecordIter,
+    DsoKey, Endianness, Feature, PerfFile, PerfFileReader, PerfFileRecord, PerfRecordIter,
 };
 use numalab_core::{
     AccessSample, CpuId, DataSource, NodeId, NodeInfo, PageSize, TaskId, ThreadId, Topology,
@@ -641,6 +641,8 @@ impl PerfReader {
         let cpu_node = topology.as_ref().map(cpu_nodes).unwrap_or_default();
         let mem_nodes = mem_topology_section(&perf_file)
             .map_err(|e| Error::new(&path, format!("memory topology section: {e}")))?;
+        let build_ids = build_id_section(&perf_file)
+            .map_err(|e| Error::new(&path, format!("build-id section: {e}")))?;
         let weight_is_latency = perf_file
             .perf_version()
             .ok()
@@ -684,6 +686,7 @@ impl PerfReader {
             samples_dropped: 0,
             thread_names: Vec::new(),
             samples_without_cpu,
+            build_ids,
         };
         Ok(PerfReader {
             path,
@@ -1911,6 +1914,26 @@ impl PerfReader {
 }
 
 /// The recording host's NUMA topology from perf's `HEADER_NUMA_TOPOLOGY` feature section:
+/// `HEADER_BUILD_ID`: the binaries' build ids, sorted by path (the crate hands them out as a
+/// hash map).
+fn build_id_section(f: &PerfFile) -> Result<Vec<BuildId>, String> {
+    let mut ids: Vec<BuildId> = f
+        .build_ids()
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .map(|(key, dso)| BuildId {
+            path: String::from_utf8_lossy(&dso.path).into_owned(),
+            id_hex: dso.build_id.iter().map(|b| format!("{b:02x}")).collect(),
+            kernel: matches!(
+                key,
+                DsoKey::Kernel | DsoKey::GuestKernel | DsoKey::KernelModule { .. }
+            ),
+        })
+        .collect();
+    ids.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(ids)
+}
+
 /// `u32 nr; { u32 node; u64 mem_total_kb; u64 mem_free_kb; perf_string cpus; }[nr]`, where a
 /// perf string is `u32 len` then `len` bytes (NUL-padded). Distances are not recorded: the
 /// topology gets 10 local / 20 remote.

@@ -12,8 +12,9 @@
 //! ids                                  u64 sample id per event
 //! attrs                                { perf_event_attr (128 bytes, VER7); ids section }[events]
 //! data                                 COMM, MMAP2, SAMPLE records; FINISHED_ROUND every round
-//! feature section table + sections     HOSTNAME, OSRELEASE, VERSION, ARCH, NRCPUS, CMDLINE,
-//!                                      EVENT_DESC, NUMA_TOPOLOGY, MEM_TOPOLOGY (when written)
+//! feature section table + sections     BUILD_ID (when the source has build ids), HOSTNAME,
+//!                                      OSRELEASE, VERSION, ARCH, NRCPUS, CMDLINE, EVENT_DESC,
+//!                                      NUMA_TOPOLOGY, MEM_TOPOLOGY (when written)
 //! ```
 //!
 //! What perf.data cannot say directly is carried in fields perf has:
@@ -35,7 +36,7 @@ use crate::perf::{
     SAMPLE_ADDR, SAMPLE_CPU, SAMPLE_DATA_PAGE_SIZE, SAMPLE_DATA_SRC, SAMPLE_IDENTIFIER, SAMPLE_IP,
     SAMPLE_PERIOD, SAMPLE_PHYS_ADDR, SAMPLE_TID, SAMPLE_TIME, SAMPLE_WEIGHT,
 };
-use crate::record::{FileMeta, Mapping, MappingKind, Record, SampleSource, ThreadName};
+use crate::record::{BuildId, FileMeta, Mapping, MappingKind, Record, SampleSource, ThreadName};
 use numalab_core::{DataSource, NodeId};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
@@ -106,6 +107,7 @@ const KERNEL_START: u64 = 0xffff_8000_0000_0000;
 const MISC_MMAP_DATA: u16 = 1 << 13;
 
 // Feature bits (perf's util/header.h, enum HEADER_*).
+const FEAT_BUILD_ID: u32 = 2;
 const FEAT_HOSTNAME: u32 = 3;
 const FEAT_OSRELEASE: u32 = 4;
 const FEAT_VERSION: u32 = 5;
@@ -227,6 +229,45 @@ fn put_string(b: &mut Vec<u8>, s: &str) {
     b.extend_from_slice(&(len as u32).to_le_bytes());
     b.extend_from_slice(s.as_bytes());
     b.resize(b.len() + len - s.len(), 0);
+}
+
+/// `HEADER_BUILD_ID` as perf's `write_buildid` (util/header.c) writes it: per binary a
+/// `perf_record_header_build_id` (header with type 0, misc kernel or user and
+/// `PERF_RECORD_MISC_BUILD_ID_SIZE`; pid -1, the host; the id in 20 bytes then its size in the
+/// 21st of a 24-byte field), then the path NUL-padded to 64 bytes. An id that is not hex of at
+/// most 20 bytes cannot come from perf and is left out rather than written truncated.
+fn build_id_section(ids: &[BuildId]) -> Vec<u8> {
+    const MISC_BUILD_ID_SIZE: u16 = 1 << 15;
+    const HOST_PID: i32 = -1;
+    let mut b = Vec::new();
+    for id in ids {
+        let Some(bytes) = hex_bytes(&id.id_hex).filter(|v| v.len() <= 20) else {
+            continue;
+        };
+        let name_len = (id.path.len() + 1).div_ceil(64) * 64;
+        let misc = if id.kernel { MISC_KERNEL } else { MISC_USER } | MISC_BUILD_ID_SIZE;
+        u32le(&mut b, 0);
+        b.extend_from_slice(&misc.to_le_bytes());
+        b.extend_from_slice(&((8 + 4 + 24 + name_len) as u16).to_le_bytes());
+        b.extend_from_slice(&HOST_PID.to_le_bytes());
+        let mut field = [0u8; 24];
+        field[..bytes.len()].copy_from_slice(&bytes);
+        field[20] = bytes.len() as u8;
+        b.extend_from_slice(&field);
+        b.extend_from_slice(id.path.as_bytes());
+        b.resize(b.len() + name_len - id.path.len(), 0);
+    }
+    b
+}
+
+fn hex_bytes(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 fn u32le(b: &mut Vec<u8>, v: u32) {
@@ -603,6 +644,9 @@ impl<W: Write + Seek> PerfWriter<W> {
         } else {
             &self.meta.machine
         };
+        if !self.meta.build_ids.is_empty() {
+            f.push((FEAT_BUILD_ID, build_id_section(&self.meta.build_ids)));
+        }
         f.push((FEAT_HOSTNAME, string(host)));
         f.push((
             FEAT_OSRELEASE,

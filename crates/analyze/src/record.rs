@@ -212,6 +212,23 @@ pub struct FileMeta {
     /// than CPU 0 in every sample.
     #[serde(default)]
     pub samples_without_cpu: bool,
+    /// The build ids of the binaries the samples ran in, as a perf recording lists them
+    /// (`HEADER_BUILD_ID`); kept so that perf.data written from this file lets perf find the
+    /// very versions of those binaries (its build-id cache, or the running kernel's
+    /// /proc/kallsyms when the kernel's id matches) and resolve their symbols.
+    #[serde(default)]
+    pub build_ids: Vec<BuildId>,
+}
+
+/// One binary's build id (perf's `struct perf_record_header_build_id`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuildId {
+    /// The binary as perf names it: a path, `[kernel.kallsyms]`, `[vdso]`, a module.
+    pub path: String,
+    /// The id's bytes in hex (20 for a GNU build id).
+    pub id_hex: String,
+    /// The kernel or one of its modules (perf files those among the kernel's binaries).
+    pub kernel: bool,
 }
 
 /// A chunk of a sample stream. Mappings are handed out as they appear so that a perf file is

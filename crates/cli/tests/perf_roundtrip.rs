@@ -1,8 +1,8 @@
 //! perf.data → Arrow → perf.data with `numalab convert`, checked with the real perf: a
 //! page-fault recording made without CPUs (`perf record -e page-faults -d` of `sh -c 'ls;
 //! cat'`, crates/analyze/tests/data/README.md) comes back with the same processes, thread
-//! names, symbols and per-sample periods, no CPU invented, and its samples are not counted as
-//! DRAM accesses.
+//! names, build ids, symbols (the kernel's too) and per-sample periods, no CPU invented, and
+//! its samples are not counted as DRAM accesses.
 
 use numalab_analyze::{SampleReader, SampleSource};
 use std::path::{Path, PathBuf};
@@ -26,9 +26,37 @@ fn numalab(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The build id of the kernel the fixture was recorded on (`perf buildid-list -i`).
+const FIXTURE_KERNEL_BUILD_ID: &str = "4a5a9b0affb66c437abcd455d2738af879985fa9";
+
+/// A perf build-id cache holding a kallsyms for the fixture's kernel, with made-up symbols
+/// covering its text: perf resolves the recording's kernel addresses against it on any host
+/// (a host running that very kernel uses its /proc/kallsyms instead), so the comparison below
+/// covers kernel symbols everywhere, and they resolve only when the file names its kernel's
+/// build id.
+fn kernel_buildid_cache() -> PathBuf {
+    let dir = tmp("buildid-cache");
+    let kdir = dir.join("[kernel.kallsyms]").join(FIXTURE_KERNEL_BUILD_ID);
+    std::fs::create_dir_all(&kdir).unwrap();
+    // _text where the recording's kernel map starts (its MMAP record's pgoff)
+    std::fs::write(
+        kdir.join("kallsyms"),
+        "ffffffff81000000 T _text\n\
+         ffffffff81000000 T _stext\n\
+         ffffffff81400000 T numalab_test_text_a\n\
+         ffffffff81800000 T numalab_test_text_b\n\
+         ffffffff81c00000 T numalab_test_text_c\n\
+         ffffffff82200000 T _etext\n",
+    )
+    .unwrap();
+    dir
+}
+
 /// `perf ARGS -i FILE`: (success, stdout, stderr).
 fn perf(args: &[&str], file: &Path) -> (bool, String, String) {
     let out = Command::new("perf")
+        .arg("--buildid-dir")
+        .arg(kernel_buildid_cache())
         .args(args)
         .arg("-i")
         .arg(file)
@@ -94,6 +122,24 @@ fn a_page_fault_recording_survives_arrow_and_back() {
             .any(|l| l.contains(" _dl_start (") || l.contains(" dl_main (")),
         "some user-space symbol resolves: {script_a}"
     );
+    assert!(
+        script_b
+            .lines()
+            .any(|l| l.contains(" ffffffff8") && !l.contains("[unknown] ([kernel.kallsyms])")),
+        "some kernel address resolves: {script_b}"
+    );
+    // ... because the file names the binaries' build ids, as the recording does.
+    let (ok_a, ids_a, _) = perf(&["buildid-list"], original);
+    let (ok_b, ids_b, err_b) = perf(&["buildid-list"], &back);
+    assert!(ok_a && ok_b, "{err_b}");
+    assert!(ids_a.contains(FIXTURE_KERNEL_BUILD_ID), "{ids_a}");
+    // the same ids; their order in the table means nothing to perf
+    let sorted = |s: &str| {
+        let mut v: Vec<&str> = s.lines().collect();
+        v.sort_unstable();
+        v.join("\n")
+    };
+    assert_eq!(sorted(&ids_b), sorted(&ids_a));
     for c in ["sh", "ls", "cat"] {
         assert!(
             script_b

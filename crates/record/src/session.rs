@@ -927,6 +927,8 @@ pub fn record(
             })
             .collect(),
         samples_without_cpu: false,
+        // the kernel's mmap records carry no build ids unless asked (perf's --buildid-mmap)
+        build_ids: Vec::new(),
     };
     let mut reader = SampleReader::open(&spool_path)?;
     let mut out = SampleWriter::create(
