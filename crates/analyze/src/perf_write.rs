@@ -261,7 +261,7 @@ fn build_id_section(ids: &[BuildId]) -> Vec<u8> {
 }
 
 fn hex_bytes(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     (0..s.len())
