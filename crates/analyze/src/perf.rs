@@ -1913,7 +1913,6 @@ impl PerfReader {
     }
 }
 
-/// The recording host's NUMA topology from perf's `HEADER_NUMA_TOPOLOGY` feature section:
 /// `HEADER_BUILD_ID`: the binaries' build ids, sorted by path (the crate hands them out as a
 /// hash map).
 fn build_id_section(f: &PerfFile) -> Result<Vec<BuildId>, String> {
@@ -1934,6 +1933,7 @@ fn build_id_section(f: &PerfFile) -> Result<Vec<BuildId>, String> {
     Ok(ids)
 }
 
+/// The recording host's NUMA topology from perf's `HEADER_NUMA_TOPOLOGY` feature section:
 /// `u32 nr; { u32 node; u64 mem_total_kb; u64 mem_free_kb; perf_string cpus; }[nr]`, where a
 /// perf string is `u32 len` then `len` bytes (NUL-padded). Distances are not recorded: the
 /// topology gets 10 local / 20 remote.

@@ -7,6 +7,7 @@
 use numalab_analyze::{SampleReader, SampleSource};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -34,7 +35,13 @@ const FIXTURE_KERNEL_BUILD_ID: &str = "4a5a9b0affb66c437abcd455d2738af879985fa9"
 /// (a host running that very kernel uses its /proc/kallsyms instead), so the comparison below
 /// covers kernel symbols everywhere, and they resolve only when the file names its kernel's
 /// build id.
-fn kernel_buildid_cache() -> PathBuf {
+/// Written once per test process; every `perf` call below reads it.
+fn kernel_buildid_cache() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(write_kernel_buildid_cache)
+}
+
+fn write_kernel_buildid_cache() -> PathBuf {
     let dir = tmp("buildid-cache");
     let kdir = dir.join("[kernel.kallsyms]").join(FIXTURE_KERNEL_BUILD_ID);
     std::fs::create_dir_all(&kdir).unwrap();
