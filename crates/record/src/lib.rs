@@ -2,6 +2,7 @@
 //! writes numalab's own sample file (an Arrow IPC stream, `numalab_analyze::format`) plus the
 //! placement stream beside it, for `numalab analyze FILE`.
 //!
+//! - [`build_id`]: the build ids of the binaries it mapped, for perf.data's HEADER_BUILD_ID;
 //! - [`mechanism`]: which event gives data addresses here (Intel PEBS, AMD IBS, or the
 //!   software page-fault event) and why the better ones are not available;
 //! - [`perf_event`]: the syscall, the ring buffer and its records;
@@ -11,6 +12,7 @@
 //!
 //! Use and limits: docs/record.md.
 
+pub mod build_id;
 pub mod mechanism;
 pub mod perf_event;
 pub mod session;

@@ -903,6 +903,10 @@ pub fn record(
     }
     let mut mappings = col.snap.mappings();
     mappings.extend(col.mappings.iter().cloned());
+    // read from the binaries now, as perf record does when it ends (the kernel's mmap records
+    // carry none unless asked, perf's --buildid-mmap); the kernel's where kernel code could be
+    // sampled
+    let build_ids = crate::build_id::of_mappings(&mappings, used.iter().any(|s| !s.exclude_kernel));
     let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .unwrap_or_default();
@@ -927,8 +931,7 @@ pub fn record(
             })
             .collect(),
         samples_without_cpu: false,
-        // the kernel's mmap records carry no build ids unless asked (perf's --buildid-mmap)
-        build_ids: Vec::new(),
+        build_ids,
     };
     let mut reader = SampleReader::open(&spool_path)?;
     let mut out = SampleWriter::create(

@@ -143,6 +143,19 @@ fn page_faults_of_a_child_name_its_pages() {
             .any(|m| m.start <= r.start && m.start + m.len_bytes >= r.end),
         "a mapping covers the region"
     );
+    // Build ids: the child's executable (this test binary, run again) with the id its ELF note
+    // holds, as perf's HEADER_BUILD_ID lists it when the file is exported to perf.data.
+    let exe = std::fs::canonicalize(std::env::current_exe().unwrap()).unwrap();
+    let id = numalab_record::build_id::of_elf_file(&exe).expect("the test binary has a build id");
+    let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+    assert!(
+        meta.build_ids
+            .iter()
+            .any(|b| Path::new(&b.path) == exe && b.id_hex == hex && !b.kernel),
+        "{} {hex} among {:?}",
+        exe.display(),
+        meta.build_ids
+    );
 }
 
 #[test]
