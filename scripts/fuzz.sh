@@ -7,6 +7,9 @@
 #   --timeout SECONDS                    an input slower than this is a hang (default 10); raise
 #                                        it for long runs on a busy machine, as libFuzzer's
 #                                        clock is wall-clock time
+#   --jobs N                             targets fuzzed at once (default: the host's cores; each
+#                                        libFuzzer run uses one core, so a smoke run of 16
+#                                        targets takes 16 × SECONDS / N)
 #   --sanitizer none                     build without AddressSanitizer (cargo fuzz -s none):
 #                                        for targets whose code path is safe Rust only, where
 #                                        ASan has nothing to check and makes each input some
@@ -27,7 +30,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-mode="" secs=30 runs=0 install=0 timeout=10 sanitizer=address targets=()
+mode="" secs=30 runs=0 install=0 timeout=10 sanitizer=address jobs="" targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --smoke) mode=smoke; if [[ "${2:-}" =~ ^[0-9]+$ ]]; then secs=$2; shift; fi ;;
@@ -37,8 +40,10 @@ while [ $# -gt 0 ]; do
       [[ "$timeout" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: --timeout takes whole seconds above 0, not '$timeout'" >&2; exit 2; } ;;
     --sanitizer) sanitizer=${2:?--sanitizer needs address or none}; shift
       [[ "$sanitizer" =~ ^(address|none)$ ]] || { echo "fuzz.sh: --sanitizer takes address or none, not '$sanitizer'" >&2; exit 2; } ;;
+    --jobs) jobs=${2:?--jobs needs a number}; shift
+      [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: --jobs takes a whole number above 0, not '$jobs'" >&2; exit 2; } ;;
     --list) mode=list ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) targets+=("$1") ;;
   esac
@@ -81,9 +86,19 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   fi
 fi
 
-summary=()
-failed=0
-for t in "${targets[@]}"; do
+[ -n "$jobs" ] || jobs=$(nproc 2>/dev/null || echo 1)
+
+# Build every target first, a crate at a time (cargo builds its binaries in parallel), so that
+# the runs below start from an up-to-date build instead of queueing on cargo's lock.
+for dir in $(printf '%s\n' "${targets[@]}" | while read -r t; do echo "${crate[$t]}"; done | sort -u); do
+  echo "== building the targets of $dir (sanitizer $sanitizer)"
+  (cd "$dir" && cargo +nightly fuzz build -s "$sanitizer") || { echo "fuzz.sh: building $dir's fuzz targets failed" >&2; exit 1; }
+done
+
+# One target: fuzz it, then write its summary line to target/fuzz-corpus/TARGET.summary and its
+# status (0 ok, 1 failed) to TARGET.status.
+fuzz_one() {
+  local t=$1 dir work log limit status execs took
   dir=${crate[$t]}
   work="$root/target/fuzz-corpus/$t"
   mkdir -p "$work"
@@ -99,16 +114,38 @@ for t in "${targets[@]}"; do
   if (cd "$dir" && cargo +nightly fuzz run -s "$sanitizer" "$t" "$work" -- $limit -timeout="$timeout" \
         -rss_limit_mb=2048 -print_final_stats=1) >"$log" 2>&1; then
     status=ok
+    echo 0 >"$root/target/fuzz-corpus/$t.status"
   else
     status="FAILED (see $log and $dir/artifacts/$t/)"
-    failed=1
+    echo 1 >"$root/target/fuzz-corpus/$t.status"
+    echo "== $t FAILED; the end of its log:" >&2
     tail -30 "$log" >&2
   fi
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
   took=$(grep -o 'Done [0-9]* runs in [0-9]* second' "$log" | grep -o 'in [0-9]*' | grep -o '[0-9]*' || echo "?")
-  summary+=("$(printf '%-16s %12s executions %6s s  %s' "$t" "$execs" "$took" "$status")")
+  printf '%-16s %12s executions %6s s  %s\n' "$t" "$execs" "$took" "$status" >"$root/target/fuzz-corpus/$t.summary"
+}
+
+# Up to $jobs targets at once: each libFuzzer process uses one core.
+mkdir -p "$root/target/fuzz-corpus"
+running=0
+for t in "${targets[@]}"; do
+  rm -f "$root/target/fuzz-corpus/$t.status" "$root/target/fuzz-corpus/$t.summary"
+  if [ "$running" -ge "$jobs" ]; then wait -n || true; running=$((running - 1)); fi
+  fuzz_one "$t" &
+  running=$((running + 1))
 done
+wait || true
+
+failed=0
 echo
-echo "fuzz summary ($(date -u +%F), $(nproc) cores):"
-printf '  %s\n' "${summary[@]}"
+echo "fuzz summary ($(date -u +%F), $(nproc) cores, $jobs at a time):"
+for t in "${targets[@]}"; do
+  if [ -s "$root/target/fuzz-corpus/$t.summary" ]; then
+    printf '  %s' "$(cat "$root/target/fuzz-corpus/$t.summary")"; echo
+  else
+    printf '  %-16s did not finish\n' "$t"
+  fi
+  [ "$(cat "$root/target/fuzz-corpus/$t.status" 2>/dev/null)" = 0 ] || failed=1
+done
 exit $failed

@@ -23,6 +23,8 @@ runs them in a QEMU VM with 5 NUMA nodes (4 CPU nodes on a ring + 1 CPU-less mem
   --extra-bin PATH       also run this static test executable in the VM (repeatable)
   --require-tests        fail when the workspace has no vm_* test binary (CI)
   --timeout SECONDS      per-kernel limit for one VM run (default 1800)
+  --jobs N               kernels booted at once (default: as many as the host has cores, at
+                         most one per kernel); each QEMU runs single-threaded TCG on one core
   --no-build             reuse the binaries of the last build (no cargo; vm/init is refreshed)
   --no-cli               do not build the numalab CLI (/bin/numalab is then missing)
   --with-perf            also put the host's perf (and its shared libraries) into the VM
@@ -47,7 +49,7 @@ die() { printf '[vm] error: %s\n' "$*" >&2; exit 2; }
 
 # --- options ----------------------------------------------------------------------------------
 VM_KERNEL_OPT=all VM_FILTER= VM_ONLY_BIN= VM_SHELL=0 VM_EXTRA_BINS=() VM_REQUIRE_TESTS=0
-VM_TIMEOUT=1800 VM_BUILD=1 VM_CLI=1 VM_WITH_PERF=0 VM_UPDATE=0 VM_VERBOSE=0 VM_TARGET_DIR= VM_APPEND=
+VM_TIMEOUT=1800 VM_JOBS= VM_BUILD=1 VM_CLI=1 VM_WITH_PERF=0 VM_UPDATE=0 VM_VERBOSE=0 VM_TARGET_DIR= VM_APPEND=
 while [ $# -gt 0 ]; do
   case "$1" in
     --kernel) VM_KERNEL_OPT=${2:?--kernel needs 6.12, 6.1 or all}; shift ;;
@@ -57,6 +59,7 @@ while [ $# -gt 0 ]; do
     --extra-bin) VM_EXTRA_BINS+=("$(realpath "${2:?--extra-bin needs a path}")"); shift ;;
     --require-tests) VM_REQUIRE_TESTS=1 ;;
     --timeout) VM_TIMEOUT=${2:?--timeout needs seconds}; shift ;;
+    --jobs) VM_JOBS=${2:?--jobs needs a number}; shift ;;
     --no-build) VM_BUILD=0 ;;
     --no-cli) VM_CLI=0 ;;
     --with-perf) VM_WITH_PERF=1 ;;
@@ -79,6 +82,9 @@ esac
 [[ "$VM_FILTER" =~ ^[A-Za-z0-9_:.-]*$ ]] || die "--filter '$VM_FILTER': only letters, digits and _ : . - are allowed"
 [[ "$VM_ONLY_BIN" =~ ^[A-Za-z0-9_.-]*$ ]] || die "--bin '$VM_ONLY_BIN': only letters, digits and _ . - are allowed"
 [[ "$VM_TIMEOUT" =~ ^[0-9]+$ ]] || die "--timeout needs whole seconds"
+[ -z "$VM_JOBS" ] || [[ "$VM_JOBS" =~ ^[1-9][0-9]*$ ]] || die "--jobs takes a whole number above 0, not '$VM_JOBS'"
+# Each VM runs single-threaded TCG (vm/lib/qemu.sh), so one core per kernel is what it uses.
+[ -n "$VM_JOBS" ] || VM_JOBS=$(nproc 2>/dev/null || echo 1)
 # Target dir: this checkout's own unless told otherwise. Never a directory shared between
 # checkouts by default: cargo's artifact hashes do not depend on the checkout's path, so two
 # checkouts building into one target dir can leave one of them with the other's binaries.
@@ -129,9 +135,13 @@ if [ "$VM_SHELL" = 1 ]; then
 fi
 VM_RESULTS=()
 overall=PASS
-for k in "${VM_KERNELS[@]}"; do
-  vm_run_tests "$k" || overall=FAIL
-done
+if [ "$VM_JOBS" -gt 1 ] && [ ${#VM_KERNELS[@]} -gt 1 ]; then
+  vm_run_kernels_parallel "$VM_JOBS" "${VM_KERNELS[@]}" || overall=FAIL
+else
+  for k in "${VM_KERNELS[@]}"; do
+    vm_run_tests "$k" || overall=FAIL
+  done
+fi
 echo
 printf '%s\n' "${VM_RESULTS[@]}"
 echo "VMTEST-OVERALL status=$overall kernels=${#VM_KERNELS[@]} wall_s=$(( $(date +%s) - T_START ))"

@@ -65,6 +65,48 @@ vm_run_tests() {
   vm_judge "$series" "$logf" "${rc:-255}" "$(secs "$t0" "${t_boot:-$t_end}")" "$(secs "$t0" "$t_end")" "${t_boot:+1}"
 }
 
+# Boots up to $1 kernels at once, one QEMU each (single-threaded TCG keeps each on one core, so
+# on a 2-core machine the two kernels take the time of the slower one instead of the sum). The
+# console lines stream as they come, each prefixed with its kernel; each kernel's verdict is
+# kept in a file and printed in kernel order once all have finished, and its counts are added
+# here as the serial loop adds them. Kernels are fetched first, one after the other (apt).
+vm_run_kernels_parallel() {
+  local jobs=$1 k st=0 pids=() dir
+  shift
+  for k in "$@"; do kernel_fetch "$k"; done
+  dir="$VM_CACHE/logs/parallel"
+  rm -rf "$dir"; mkdir -p "$dir"
+  for k in "$@"; do
+    # at most $jobs at once: wait for the oldest before starting one more
+    if [ ${#pids[@]} -ge "$jobs" ]; then wait "${pids[0]}" || true; pids=("${pids[@]:1}"); fi
+    (
+      {
+        VM_RESULTS=() VM_PASSED=0 VM_FAILED=0
+        vm_run_tests "$k" && kst=0 || kst=1
+        { echo "KST=$kst"; echo "KPASSED=$VM_PASSED"; echo "KFAILED=$VM_FAILED"
+          echo "KRESULT='${VM_RESULTS[0]:-VMTEST-RESULT kernel=$k status=FAIL reason=no-result}'"; } >"$dir/$k.state"
+      } | tee "$dir/$k.out" | grep --line-buffered "^\[$k\] " || true
+    ) &
+    pids+=($!)
+  done
+  wait || true
+  for k in "$@"; do
+    if [ ! -s "$dir/$k.state" ]; then
+      echo; echo "== kernel $k: the run left no verdict (see $dir)"
+      VM_RESULTS+=("VMTEST-RESULT kernel=$k status=FAIL reason=no-verdict")
+      VM_FAILED=$(( ${VM_FAILED:-0} + 1 )); st=1; continue
+    fi
+    # the console lines were streamed already: print the rest, the verdict
+    grep -v "^\[$k\] " "$dir/$k.out" || true
+    local KST KPASSED KFAILED KRESULT
+    . "$dir/$k.state"
+    VM_RESULTS+=("$KRESULT")
+    VM_PASSED=$(( ${VM_PASSED:-0} + KPASSED )); VM_FAILED=$(( ${VM_FAILED:-0} + KFAILED ))
+    [ "$KST" = 0 ] || st=1
+  done
+  return $st
+}
+
 # Reads a console log and decides. Failure reasons: QEMU timeout or error, kernel panic,
 # self-check failure, a failed test, a crashed binary, no summary (the VM died), no test run.
 vm_judge() {
