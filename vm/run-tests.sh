@@ -13,14 +13,15 @@ usage() {
   cat <<'USAGE'
 Usage: bash vm/run-tests.sh [options]
 
-Builds the vm_* test binaries and the numalab CLI statically, packs them into an initramfs and
-runs them in a QEMU VM with 5 NUMA nodes (4 CPU nodes on a ring + 1 CPU-less memory node).
+Builds the vm_* test binaries and the numalab CLI (the host's release build), packs them with
+their shared libraries into an initramfs and runs them in a QEMU VM with 5 NUMA nodes (4 CPU
+nodes on a ring + 1 CPU-less memory node).
 
-  --kernel 6.12|6.1|all  kernel(s) to boot (default: all = 6.12, then 6.1)
+  --kernel 6.12|6.1|all  kernel(s) to boot (default: all = 6.12 and 6.1)
   --filter NAME          libtest filter passed to every test binary (substring of test names)
   --bin NAME             run only the test binary NAME (e.g. vm_mempolicy)
   --shell                boot one kernel (6.12 unless --kernel 6.1) into an interactive shell
-  --extra-bin PATH       also run this static test executable in the VM (repeatable)
+  --extra-bin PATH       also run this test executable in the VM, with its libraries (repeatable)
   --require-tests        fail when the workspace has no vm_* test binary (CI)
   --timeout SECONDS      per-kernel limit for one VM run (default 1800)
   --jobs N               kernels booted at once (default: as many as the host has cores, at

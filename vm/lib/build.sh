@@ -1,15 +1,15 @@
 # shellcheck shell=bash
-# Static test binaries and the initramfs.
+# Test binaries and the initramfs.
 #
 # Convention: an integration test file crates/*/tests/vm_*.rs (any test target whose name starts
 # with vm_) holds tests marked #[ignore = "needs the multi-node VM: see docs/testing.md"]. A plain
 # `cargo test` skips them; the VM runs them with --ignored.
 #
-# Binaries are linked statically (+crt-static) because the initramfs has no libc. The explicit
-# --target makes RUSTFLAGS apply to the target only, so proc-macros and build scripts stay
-# dynamic host artifacts and keep working.
-
-VM_RUST_TARGET=x86_64-unknown-linux-gnu
+# The binaries are the host's own release build (the same artifacts `cargo test --workspace
+# --release` builds, so after it nothing is compiled again), dynamically linked: each goes into
+# the initramfs with the shared libraries ldd names for it, as numactl's tools do. (Until
+# 2026-12-02 they were linked statically, +crt-static for an explicit --target: a second build
+# of every dependency, about 5 minutes of CI's 2 cores, for nothing the VM needs.)
 
 # Prints "package<TAB>target" for every test target named vm_* in the workspace.
 vm_test_targets() {
@@ -18,65 +18,73 @@ vm_test_targets() {
   jq -r '.packages[] | .name as $p | .targets[] | select(.kind | index("test")) | select(.name | startswith("vm_")) | "\($p)\t\(.name)"' <<<"$meta"
 }
 
-# cargo with the static flags, JSON messages on stdout; prints "name<TAB>executable" for the
-# artifacts that match the jq filter given as $1. No debug info: the binaries are stripped of it
-# before they go into the VM, and generating it made the static build (every dependency, on
-# 2 cores) a few minutes longer.
-cargo_static() {
+# cargo in the VM's target dir, JSON messages on stdout; prints "name<TAB>executable" for the
+# artifacts that match the jq filter given as $1.
+cargo_vm() {
   local select=$1; shift
   (cd "$VM_REPO" &&
-   RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-C target-feature=+crt-static" CARGO_TARGET_DIR="$VM_TARGET_DIR" \
-     CARGO_PROFILE_RELEASE_DEBUG=0 \
-     cargo "$@" --release --target "$VM_RUST_TARGET" --message-format=json-render-diagnostics) |
+   CARGO_TARGET_DIR="$VM_TARGET_DIR" cargo "$@" --release --message-format=json-render-diagnostics) |
     jq -r "select(.reason == \"compiler-artifact\" and .executable != null) | $select | \"\(.target.name)\t\(.executable)\""
   return "${PIPESTATUS[0]}"
 }
 
-# Fills $1 (a directory) with the test binaries: vm_* tests of the workspace plus --extra-bin
-# files.
+# Copies the executable $1, without its debug info, to $3 inside the initramfs root $2, with the
+# shared libraries it needs at the paths ldd gives them.
+install_bin() {
+  local exe=$1 root=$2 dest=$3 lib
+  mkdir -p "$(dirname "$root$dest")"
+  strip --strip-debug -o "$root$dest" "$exe"
+  for lib in $( (ldd "$exe" 2>/dev/null || true) | grep -o '/[^ ]*' || true); do
+    [ -e "$root$lib" ] && continue
+    mkdir -p "$root$(dirname "$lib")"
+    cp -L "$lib" "$root$lib"
+  done
+}
+
 build_test_bins() {
-  local dest=$1 pkgs=() tests=() line pkg target out
-  mkdir -p "$dest"
+  local root=$1 pkgs=() tests=() line pkg target out
+  mkdir -p "$root/tests"
   out=$(vm_test_targets) || exit 2
   while IFS=$'\t' read -r pkg target; do
     [ -n "$pkg" ] || continue
     pkgs+=(-p "$pkg"); tests+=(--test "$target")
   done <<<"$out"
   if [ ${#tests[@]} -gt 0 ]; then
-    log "building $((${#tests[@]} / 2)) vm_ test binaries (static, release, target dir $VM_TARGET_DIR)"
+    log "building $((${#tests[@]} / 2)) vm_ test binaries (release, target dir $VM_TARGET_DIR)"
     # Duplicated -p is harmless; every --test name exists in exactly one selected package.
-    out=$(cargo_static 'select(.target.kind | index("test")) | select(.target.name | startswith("vm_"))' \
+    out=$(cargo_vm 'select(.target.kind | index("test")) | select(.target.name | startswith("vm_"))' \
             test --no-run "${pkgs[@]}" "${tests[@]}") || die "cargo test --no-run failed"
     while IFS=$'\t' read -r target line; do
       [ -n "$target" ] || continue
-      strip --strip-debug -o "$dest/$target" "$line"
+      install_bin "$line" "$root" "/tests/$target"
     done <<<"$out"
   else
     log "no vm_ test binaries in the workspace (no crates/*/tests/vm_*.rs)"
   fi
+  install_extra_bins "$root"
+}
+
+# --extra-bin executables, with their libraries; cargo's deps/NAME-HASH files are named NAME.
+install_extra_bins() {
+  local root=$1 line
   for line in "${VM_EXTRA_BINS[@]}"; do
     [ -x "$line" ] || die "--extra-bin $line: not an executable file"
-    file -L "$line" | grep -Eq 'static(-pie)? linked' ||
-      warn "--extra-bin $line is not statically linked: it will not run in the VM (no libc there)"
-    # cargo's deps/NAME-HASH files are named NAME in the VM.
-    strip --strip-debug -o "$dest/$(basename "$line" | sed 's/-[0-9a-f]\{16\}$//')" "$line"
+    install_bin "$line" "$root" "/tests/$(basename "$line" | sed 's/-[0-9a-f]\{16\}$//')"
   done
 }
 
-# Builds the numalab CLI statically into $1 (tests reach it through NUMALAB_BIN=/bin/numalab).
+# Builds the numalab CLI into the initramfs root $1 as /bin/numalab (tests reach it through
+# NUMALAB_BIN=/bin/numalab).
 build_cli() {
-  local dest=$1 out exe
-  log "building the numalab CLI (static)"
-  out=$(cargo_static 'select(.target.name == "numalab" and (.target.kind | index("bin")))' \
+  local root=$1 out exe
+  log "building the numalab CLI"
+  out=$(cargo_vm 'select(.target.name == "numalab" and (.target.kind | index("bin")))' \
           build -p numalab --bin numalab) || die "cargo build -p numalab failed"
   exe=$(cut -f2 <<<"$out" | tail -n 1)
   [ -x "$exe" ] || die "cargo built no numalab executable"
-  strip --strip-debug -o "$dest/numalab" "$exe"
+  install_bin "$exe" "$root" /bin/numalab
 }
 
-# Copies a dynamically linked host program and the libraries ldd names into the tree $2, at
-# the same paths, so it runs in the VM (numactl's migratepages, a benchmark baseline, and
-# numastat, the reference of `numalab numastat`).
 copy_with_libs() {
   local prog=$1 root=$2 lib
   [ -x "$prog" ] || { warn "$prog not found: not in the VM"; return 0; }
@@ -155,12 +163,10 @@ build_initramfs() {
     rm -f "$root"/usr/bin/perf "$root"/usr/bin/perf_[0-9]*
   fi
   if [ "$build" = 1 ]; then
-    if [ "$VM_CLI" = 1 ]; then build_cli "$root/bin"; else warn "--no-cli: no /bin/numalab in the VM"; fi
-    build_test_bins "$root/tests"
+    if [ "$VM_CLI" = 1 ]; then build_cli "$root"; else warn "--no-cli: no /bin/numalab in the VM"; fi
+    build_test_bins "$root"
   else
-    for f in "${VM_EXTRA_BINS[@]}"; do
-      strip --strip-debug -o "$root/tests/$(basename "$f" | sed 's/-[0-9a-f]\{16\}$//')" "$f"
-    done
+    install_extra_bins "$root"
   fi
   echo "root:x:0:0:root:/root:/bin/sh" >"$root/etc/passwd"
   echo "root:x:0:" >"$root/etc/group"
