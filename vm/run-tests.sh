@@ -32,6 +32,8 @@ nodes on a ring + 1 CPU-less memory node).
   --update               run apt-get update even if nothing is missing
   --target-dir DIR       cargo target dir (default: $NUMALAB_VM_TARGET_DIR, $CARGO_TARGET_DIR,
                          else this checkout's target/)
+  --with-numademo        also run numademo, libnuma's bandwidth demo (part of numactl's make
+                         check; ~5 minutes a kernel under TCG; it runs neither numactl nor numalab)
   --no-hmat              no ACPI HMAT (node 4 then shares the DRAM memory tier; see vm/lib/topology.sh)
   --append 'ARGS'        extra kernel command-line arguments (e.g. transparent_hugepage=madvise)
   --verbose              show the kernel's boot messages
@@ -50,7 +52,7 @@ die() { printf '[vm] error: %s\n' "$*" >&2; exit 2; }
 
 # --- options ----------------------------------------------------------------------------------
 VM_KERNEL_OPT=all VM_FILTER= VM_ONLY_BIN= VM_SHELL=0 VM_EXTRA_BINS=() VM_REQUIRE_TESTS=0
-VM_TIMEOUT=1800 VM_JOBS= VM_BUILD=1 VM_CLI=1 VM_WITH_PERF=0 VM_UPDATE=0 VM_VERBOSE=0 VM_TARGET_DIR= VM_APPEND=
+VM_TIMEOUT=1800 VM_JOBS= VM_BUILD=1 VM_CLI=1 VM_WITH_PERF=0 VM_UPDATE=0 VM_VERBOSE=0 VM_TARGET_DIR= VM_APPEND= VM_NUMADEMO=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --kernel) VM_KERNEL_OPT=${2:?--kernel needs 6.12, 6.1 or all}; shift ;;
@@ -66,6 +68,7 @@ while [ $# -gt 0 ]; do
     --with-perf) VM_WITH_PERF=1 ;;
     --update) VM_UPDATE=1 ;;
     --target-dir) VM_TARGET_DIR=${2:?--target-dir needs a directory}; shift ;;
+    --with-numademo) VM_NUMADEMO=1 ;;
     --no-hmat) NUMALAB_VM_HMAT=0 ;;
     --append) VM_APPEND=${2:?--append needs kernel arguments}; shift ;;
     --verbose) VM_VERBOSE=1 ;;

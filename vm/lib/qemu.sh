@@ -22,6 +22,7 @@ vm_append() {
   [ "$VM_VERBOSE" = 1 ] || a+=" quiet"
   [ -n "$VM_FILTER" ] && a+=" numalab.filter=$VM_FILTER"
   [ -n "$VM_ONLY_BIN" ] && a+=" numalab.bin=$VM_ONLY_BIN"
+  [ "${VM_NUMADEMO:-0}" = 1 ] && a+=" numalab.numademo=1"
   [ -n "$VM_APPEND" ] && a+=" $VM_APPEND"
   echo "$a"
 }
