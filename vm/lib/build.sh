@@ -28,12 +28,10 @@ cargo_vm() {
   return "${PIPESTATUS[0]}"
 }
 
-# Copies the executable $1, without its debug info, to $3 inside the initramfs root $2, with the
-# shared libraries it needs at the paths ldd gives them.
-install_bin() {
-  local exe=$1 root=$2 dest=$3 lib
-  mkdir -p "$(dirname "$root$dest")"
-  strip --strip-debug -o "$root$dest" "$exe"
+# Copies the shared libraries ldd names for the host executable $1 into the tree $2, at their
+# host paths (each once: the binaries share glibc). Nothing for a static executable.
+copy_libs() {
+  local exe=$1 root=$2 lib
   for lib in $( (ldd "$exe" 2>/dev/null || true) | grep -o '/[^ ]*' || true); do
     [ -e "$root$lib" ] && continue
     mkdir -p "$root$(dirname "$lib")"
@@ -41,6 +39,17 @@ install_bin() {
   done
 }
 
+# Copies the executable $1, without its debug info, to $3 inside the initramfs root $2, with its
+# shared libraries.
+install_bin() {
+  local exe=$1 root=$2 dest=$3
+  mkdir -p "$(dirname "$root$dest")"
+  strip --strip-debug -o "$root$dest" "$exe"
+  copy_libs "$exe" "$root"
+}
+
+# Fills $1/tests (the initramfs root $1) with the test binaries: vm_* tests of the workspace
+# plus --extra-bin files.
 build_test_bins() {
   local root=$1 pkgs=() tests=() line pkg target out
   mkdir -p "$root/tests"
@@ -85,27 +94,24 @@ build_cli() {
   install_bin "$exe" "$root" /bin/numalab
 }
 
+# Copies a dynamically linked host program and the libraries ldd names into the tree $2, at
+# the same paths, so it runs in the VM (numactl's migratepages, a benchmark baseline, and
+# numastat, the reference of `numalab numastat`).
 copy_with_libs() {
-  local prog=$1 root=$2 lib
+  local prog=$1 root=$2
   [ -x "$prog" ] || { warn "$prog not found: not in the VM"; return 0; }
   mkdir -p "$root$(dirname "$prog")"
   cp -L "$prog" "$root$prog"
-  for lib in $(ldd "$prog" | grep -o '/[^ ]*'); do
-    mkdir -p "$root$(dirname "$lib")"
-    cp -L "$lib" "$root$lib"
-  done
+  copy_libs "$prog" "$root"
 }
 
 # Copies a host program to the path $3 inside the tree $2, and the libraries ldd names at
 # their own paths.
 copy_as() {
-  local prog=$1 root=$2 dest=$3 lib
+  local prog=$1 root=$2 dest=$3
   mkdir -p "$root$(dirname "$dest")"
   cp -L "$prog" "$root$dest"
-  for lib in $( (ldd "$prog" 2>/dev/null || true) | grep -o '/[^ ]*' || true); do
-    mkdir -p "$root$(dirname "$lib")"
-    cp -L "$lib" "$root$lib"
-  done
+  copy_libs "$prog" "$root"
 }
 
 # numactl's test suite built by scripts/numactl-suite.sh, when it is there, into
