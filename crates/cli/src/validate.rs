@@ -38,12 +38,18 @@ pub struct ValidateArgs {
     #[arg(long, value_parser = crate::thread_count, allow_negative_numbers = true)]
     jobs: Option<usize>,
     /// Runs per configuration: `auto` (the default) runs seeds 1 and 2, and seeds up to 6 for
-    /// a configuration whose two runs differ by more than 1 % (a run decided by a race); N
-    /// runs seeds 1..=N; 1 is the one deterministic run. Repeated runs skew each thread's
-    /// start by up to --start-skew-us; values are averaged (times first) and their range shown
-    /// in brackets.
+    /// a configuration whose two runs differ by more than 1 % (a run decided by a race), then
+    /// 6 more at a time while a case it decides has an edge of its verdict (a tolerance's or
+    /// the direction's) within two standard errors of its value, up to --max-seeds; N runs
+    /// seeds 1..=N; 1 is the one deterministic run. Repeated runs skew each thread's start by
+    /// up to --start-skew-us; values are averaged (times first), their standard error shown
+    /// after ± and their range in brackets.
     #[arg(long, default_value = "auto", value_parser = parse_repeats, value_name = "N|auto", allow_negative_numbers = true)]
     repeats: numalab_validate::Repeats,
+    /// With `--repeats auto`: the most seeds a race-decided configuration gets (default 24;
+    /// 6 with --quick, which CI runs in its ten minutes).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    max_seeds: Option<i64>,
     /// The start skew of repeated runs, simulated microseconds.
     #[arg(long, default_value_t = numalab_validate::DEFAULT_START_SKEW_NS / 1000.0, allow_negative_numbers = true)]
     start_skew_us: f64,
@@ -136,10 +142,17 @@ pub fn run(a: ValidateArgs) -> Result<()> {
         bar.set_length(total as u64);
         bar.set_position(done as u64);
     };
+    let max_seeds = match a.max_seeds {
+        None if a.quick => numalab_validate::AUTO_MAX_SEEDS_QUICK,
+        None => numalab_validate::AUTO_MAX_SEEDS,
+        Some(n) if (2..=1000).contains(&n) => n as usize,
+        Some(n) => bail!("--max-seeds {n}: expected 2 to 1000 seeds"),
+    };
     let opts = numalab_validate::Options {
         epoch_ns: a.epoch_us * 1000.0,
         jobs: a.jobs.unwrap_or(0),
         repeats: a.repeats,
+        max_seeds,
         start_skew_ns: a.start_skew_us * 1000.0,
     };
     let card = numalab_validate::run(&cases, &opts, &progress)?;
@@ -158,10 +171,16 @@ pub fn run(a: ValidateArgs) -> Result<()> {
                 a.start_skew_us
             ),
             numalab_validate::Repeats::Auto => format!(
-                "; seeds 1-2 per configuration, 1-{} for the {} whose two runs differed by more than {} %, starts skewed by up to {} µs",
-                numalab_validate::AUTO_MAX_SEEDS,
+                "; seeds 1-2 per configuration, 1-{} for the {} whose two runs differed by more than {} %, of which {} sampled further (up to {} seeds) where a case's verdict was within {} standard errors of an edge; starts skewed by up to {} µs",
+                numalab_validate::AUTO_RACE_SEEDS.min(max_seeds),
                 card.runs.iter().filter(|r| r.sim_ms_repeats.len() > 2).count(),
                 numalab_validate::AUTO_SPREAD * 100.0,
+                card.runs
+                    .iter()
+                    .filter(|r| r.sim_ms_repeats.len() > numalab_validate::AUTO_RACE_SEEDS)
+                    .count(),
+                max_seeds,
+                numalab_validate::SETTLED_STDERRS,
                 a.start_skew_us
             ),
         }

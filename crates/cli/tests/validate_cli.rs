@@ -44,6 +44,19 @@ fn epoch_lengths_that_would_never_end_are_refused() {
 }
 
 #[test]
+fn max_seeds_out_of_range_is_refused_before_anything_runs() {
+    for bad in ["0", "1", "-3", "1001"] {
+        let out = numalab(&["validate", "--case", "M13.read-factor", "--max-seeds", bad]);
+        assert!(!out.status.success(), "--max-seeds {bad} was accepted");
+        let err = text(&out.stderr);
+        assert!(
+            err.contains(&format!("--max-seeds {bad}: expected 2 to 1000")),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn list_shows_the_cases_and_their_shrinks_and_a_bad_pattern_is_an_error() {
     let out = numalab(&["validate", "--list", "--case", "G14.T1.CG*"]);
     assert!(out.status.success());

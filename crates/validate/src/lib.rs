@@ -30,6 +30,8 @@ pub struct Options {
     pub jobs: usize,
     /// Runs per configuration (docs/VALIDATION.md, "Runs as samples").
     pub repeats: Repeats,
+    /// Under [`Repeats::Auto`], the most seeds a race-decided configuration gets.
+    pub max_seeds: usize,
     pub start_skew_ns: f64,
 }
 
@@ -43,17 +45,32 @@ pub enum Repeats {
     Fixed(usize),
     /// Seeds 1 and 2 for every configuration; one whose two runs differ by more than
     /// [`AUTO_SPREAD`] in simulated time is decided by a race (which node wins a few hot huge
-    /// pages, docs/VALIDATION.md) and gets seeds up to [`AUTO_MAX_SEEDS`], so that its
-    /// distribution is scored rather than one draw of it.
+    /// pages, docs/VALIDATION.md) and gets seeds up to [`AUTO_RACE_SEEDS`], so that its
+    /// distribution is scored rather than one draw of it. Then, as long as a case it decides is
+    /// not [settled](score::settled) (an edge of its verdict within [`SETTLED_STDERRS`]
+    /// standard errors of its value), [`AUTO_SEED_STEP`] more seeds at a time, up to
+    /// [`Options::max_seeds`].
     Auto,
 }
 
 /// Two seeds of a configuration within this share of each other: its run is not race-decided.
 /// Runs without THP races agree within 0.3 % (docs/VALIDATION.md, "Runs as samples").
 pub const AUTO_SPREAD: f64 = 0.01;
-/// Seeds a race-decided configuration gets under [`Repeats::Auto`]: with per-seed spreads of
-/// 20-35 points in the G14 THP cases, six seeds put the mean's standard error near 5 points.
-pub const AUTO_MAX_SEEDS: usize = 6;
+/// Seeds a race-decided configuration gets first under [`Repeats::Auto`]: with per-seed
+/// spreads of 20-35 points in the G14 THP cases, six seeds put the mean's standard error near
+/// 5 points.
+pub const AUTO_RACE_SEEDS: usize = 6;
+/// Seeds added at a time to the race-decided runs of a case not yet settled.
+pub const AUTO_SEED_STEP: usize = 6;
+/// The default of [`Options::max_seeds`]: 24 seeds halve six seeds' standard error.
+pub const AUTO_MAX_SEEDS: usize = 24;
+/// The default under `--quick`, which CI runs in its ten minutes: the six seeds race-decided
+/// runs had before sequential sampling.
+pub const AUTO_MAX_SEEDS_QUICK: usize = AUTO_RACE_SEEDS;
+/// A verdict is settled when no edge of it lies within this many standard errors of the
+/// value: about a 95 % interval for a mean of many seeds (a t-interval of six seeds is 2.57
+/// wide; the rule is a stopping rule, not a test).
+pub const SETTLED_STDERRS: f64 = 2.0;
 
 impl Repeats {
     /// Seeds run for every configuration before any is judged.
@@ -74,6 +91,7 @@ impl Default for Options {
             epoch_ns: 20_000.0,
             jobs: 0,
             repeats: Repeats::Auto,
+            max_seeds: AUTO_MAX_SEEDS,
             start_skew_ns: DEFAULT_START_SKEW_NS,
         }
     }
@@ -257,22 +275,55 @@ pub fn run(
             .collect(),
     ));
     if opts.repeats == Repeats::Auto {
-        let more = longest_first(
-            race_decided(specs.len(), &results)
-                .into_iter()
-                .flat_map(|i| (first..AUTO_MAX_SEEDS).map(move |k| (i, k)))
-                .collect(),
-        );
-        total.fetch_add(more.len(), Ordering::Relaxed);
-        results.extend(simulate(more));
+        if opts.max_seeds < first {
+            return Err(anyhow!(
+                "--max-seeds {}: expected at least {first}",
+                opts.max_seeds
+            ));
+        }
+        let race = race_decided(specs.len(), &results);
+        let mut have = vec![first; specs.len()];
+        let mut want = have.clone();
+        for &i in &race {
+            want[i] = AUTO_RACE_SEEDS.clamp(first, opts.max_seeds);
+        }
+        loop {
+            let more = longest_first(
+                (0..specs.len())
+                    .flat_map(|i| (have[i]..want[i]).map(move |k| (i, k)))
+                    .collect(),
+            );
+            if more.is_empty() {
+                break;
+            }
+            total.fetch_add(more.len(), Ordering::Relaxed);
+            results.extend(simulate(more));
+            have.clone_from(&want);
+            // every case a race decides, scored on the seeds so far: unsettled, more seeds
+            let per_spec = by_spec(specs.len(), &mut results);
+            for (c, runs) in cases.iter().zip(&per_case) {
+                let Some(runs) = runs else { continue };
+                let sampled: Vec<usize> = [runs.base, Some(runs.measured)]
+                    .into_iter()
+                    .flatten()
+                    .filter(|i| race.contains(i) && have[*i] < opts.max_seeds)
+                    .collect();
+                if sampled.is_empty() {
+                    continue;
+                }
+                let settled = match measured_values(c, runs, &per_spec) {
+                    Ok(m) => score::settled(c, &m, SETTLED_STDERRS),
+                    Err(_) => true, // its error is reported; more seeds would not help
+                };
+                if !settled {
+                    for i in sampled {
+                        want[i] = want[i].max((have[i] + AUTO_SEED_STEP).min(opts.max_seeds));
+                    }
+                }
+            }
+        }
     }
-    results.sort_by_key(|(ik, _)| *ik);
-    // results[spec][repeat]
-    let mut per_spec: Vec<Vec<Result<SimResult, String>>> =
-        (0..specs.len()).map(|_| Vec::new()).collect();
-    for ((i, _), r) in results {
-        per_spec[i].push(r);
-    }
+    let per_spec = by_spec(specs.len(), &mut results);
 
     let runs: Vec<score::RunInfo> = specs
         .iter()
@@ -310,6 +361,19 @@ pub fn run(
 
 /// One simulation's outcome: (configuration, seed index) and its result.
 type SeededRun = ((usize, usize), Result<SimResult, String>);
+
+/// Each configuration's runs, seed 1 first.
+type PerSpec<'a> = Vec<Vec<&'a Result<SimResult, String>>>;
+
+/// Group the runs by configuration, in seed order.
+fn by_spec(specs: usize, results: &mut [SeededRun]) -> PerSpec<'_> {
+    results.sort_by_key(|(ik, _)| *ik);
+    let mut per_spec: PerSpec = (0..specs).map(|_| Vec::new()).collect();
+    for ((i, _), r) in results.iter() {
+        per_spec[*i].push(r);
+    }
+    per_spec
+}
 
 /// The configurations whose first runs differ by more than [`AUTO_SPREAD`] in simulated
 /// time (a failed run counts as no difference: its error is reported anyway).
@@ -355,31 +419,39 @@ fn range_of(v: &[Option<f64>]) -> Option<(f64, f64)> {
 
 /// Score a case from its runs' repeats (one each without `--repeats`): comparisons from the
 /// mean times, per-run metrics as the mean of each repeat's value.
-fn measure(c: &SourcedCase, runs: &CaseRuns, results: &[Vec<Result<SimResult, String>>]) -> Row {
+fn measure(c: &SourcedCase, runs: &CaseRuns, results: &PerSpec) -> Row {
+    match measured_values(c, runs, results) {
+        Ok(m) => score::score(c, m),
+        Err(e) => score::failed(c, e),
+    }
+}
+
+/// A case's values from its runs' repeats (the error of a failed run).
+fn measured_values(
+    c: &SourcedCase,
+    runs: &CaseRuns,
+    results: &PerSpec,
+) -> Result<Measured, String> {
     let get = |i: usize| -> Result<Vec<&SimResult>, String> {
         results[i]
             .iter()
             .map(|r| r.as_ref().map_err(Clone::clone))
             .collect()
     };
-    let measured = match get(runs.measured) {
-        Ok(r) => r,
-        Err(e) => return score::failed(c, e),
-    };
-    let base = match runs.base.map(get) {
-        Some(Err(e)) => return score::failed(c, e),
-        Some(Ok(b)) => Some(b),
-        None => None,
-    };
+    let measured = get(runs.measured)?;
+    let base = runs.base.map(get).transpose()?;
+    let seeds = [runs.base, Some(runs.measured)]
+        .into_iter()
+        .flatten()
+        .map(|i| results[i].len())
+        .max()
+        .filter(|&n| n > 1);
     let metric = c
         .case
         .metric
         .expect("checked: simulated cases have a metric");
     if let (Some(w), Some(base)) = (&c.case.cpu_time_weights, &base) {
-        return match weighted_cpu_time(w, base, &measured) {
-            Ok(m) => score::score(c, m),
-            Err(e) => score::failed(c, e),
-        };
+        return weighted_cpu_time(w, base, &measured).map(|m| Measured { seeds, ..m });
     }
     let region = c.case.region.as_deref();
     // with `full_run`, every figure comes from the runs weighted to the published length
@@ -390,14 +462,8 @@ fn measure(c: &SourcedCase, runs: &CaseRuns, results: &[Vec<Result<SimResult, St
             .map(|fr| rs.iter().map(|r| fr.weigh(r)).collect())
             .transpose()
     };
-    let measured_w = match weigh(&measured) {
-        Ok(w) => w,
-        Err(e) => return score::failed(c, e),
-    };
-    let base_w = match base.as_deref().map(weigh).transpose() {
-        Ok(w) => w.flatten(),
-        Err(e) => return score::failed(c, e),
-    };
+    let measured_w = weigh(&measured)?;
+    let base_w = base.as_deref().map(weigh).transpose()?.flatten();
     let times = |rs: &[&SimResult], w: &Option<Vec<full_run::Weighted>>| -> Option<Vec<f64>> {
         match w {
             Some(w) => Some(w.iter().map(|x| x.time_ns).collect()),
@@ -438,22 +504,29 @@ fn measure(c: &SourcedCase, runs: &CaseRuns, results: &[Vec<Result<SimResult, St
         let each = per_run(&measured, &measured_w);
         (mean_of(each.iter().copied()), each)
     };
-    let base_value = if metric.is_comparative() {
-        None
+    let base_each = if metric.is_comparative() {
+        Vec::new()
     } else {
         base.as_deref()
-            .and_then(|b| mean_of(per_run(b, &base_w).into_iter()))
+            .map(|b| per_run(b, &base_w))
+            .unwrap_or_default()
     };
-    score::score(
-        c,
-        Measured {
-            value,
-            base_value,
-            base_ms: times_b.as_deref().map(|t| mean(t) / 1e6),
-            config_ms: times_m.as_deref().map(|t| mean(t) / 1e6),
-            spread: range_of(&each),
-        },
-    )
+    Ok(Measured {
+        value,
+        base_value: mean_of(base_each.iter().copied()),
+        base_ms: times_b.as_deref().map(|t| mean(t) / 1e6),
+        config_ms: times_m.as_deref().map(|t| mean(t) / 1e6),
+        spread: range_of(&each),
+        stderr: stderr_of_existing(&each),
+        base_stderr: stderr_of_existing(&base_each),
+        seeds,
+    })
+}
+
+/// The standard error over the values that exist (None unless all do and there are several).
+fn stderr_of_existing(v: &[Option<f64>]) -> Option<f64> {
+    let v: Option<Vec<f64>> = v.iter().copied().collect();
+    v.and_then(|v| score::stderr_of(&v))
 }
 
 /// Each task's time in a run (its last thread's finish), in task order.
@@ -522,6 +595,9 @@ fn weighted_cpu_time(
         base_ms: Some(sum_ms(&b)),
         config_ms: Some(sum_ms(&m)),
         spread: range_of(&each),
+        stderr: stderr_of_existing(&each),
+        base_stderr: None,
+        seeds: None,
     })
 }
 

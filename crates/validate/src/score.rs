@@ -24,11 +24,16 @@ pub fn within_tolerance(published: f64, simulated: f64) -> bool {
     }
 }
 
+/// Changes smaller than this (in the metric's unit) count as none.
+pub const DEAD_BAND: f64 = 0.5;
+/// Two changes this close agree whatever their signs.
+pub const SAME_DIRECTION_BAND: f64 = 1.0;
+
 /// The sign of a change, with changes smaller than half a point counted as none.
 fn direction(v: f64) -> i8 {
-    if v > 0.5 {
+    if v > DEAD_BAND {
         1
-    } else if v < -0.5 {
+    } else if v < -DEAD_BAND {
         -1
     } else {
         0
@@ -38,7 +43,81 @@ fn direction(v: f64) -> i8 {
 /// Do a published and a simulated change point the same way? Two changes within a point of
 /// each other agree whatever their signs (a published "0 → 0.1" is no direction).
 pub fn same_direction(published: f64, simulated: f64) -> bool {
-    direction(published) == direction(simulated) || (published - simulated).abs() <= 1.0
+    direction(published) == direction(simulated)
+        || (published - simulated).abs() <= SAME_DIRECTION_BAND
+}
+
+/// The values at which a verdict on `published` changes: the tolerance's edges.
+fn tolerance_edges(published: f64) -> [f64; 2] {
+    let w = if published.abs() <= SMALL_VALUE {
+        SMALL_VALUE_TOLERANCE
+    } else {
+        RELATIVE_TOLERANCE * published.abs()
+    };
+    [published - w, published + w]
+}
+
+/// The values at which a change's direction against a published `change` flips: the dead
+/// band's edges and the band of agreement around it.
+fn direction_edges(change: f64) -> [f64; 4] {
+    [
+        -DEAD_BAND,
+        DEAD_BAND,
+        change - SAME_DIRECTION_BAND,
+        change + SAME_DIRECTION_BAND,
+    ]
+}
+
+/// Is the case's verdict settled by its seeds: does none of the values at which its
+/// direction or tolerance would change lie within `k` standard errors of the simulated value
+/// (for a pair, of either value, and of their difference)? A value without a standard error
+/// (one run, or seeds that agree) is settled. `validate --repeats auto` samples a race-decided
+/// configuration further until its cases are settled (docs/VALIDATION.md, "Runs as samples").
+pub fn settled(c: &SourcedCase, m: &Measured, k: f64) -> bool {
+    let Some(sim) = m.value else { return true };
+    let clear = |x: f64, se: Option<f64>, edges: &[f64]| {
+        let d = k * se.unwrap_or(0.0);
+        edges.iter().all(|&e| (x - e).abs() >= d)
+    };
+    let case = &c.case;
+    match case.kind() {
+        Kind::Direction => clear(sim, m.stderr, &[-DEAD_BAND, DEAD_BAND]),
+        Kind::Comparison => {
+            let p = case.published.expect("checked");
+            clear(sim, m.stderr, &direction_edges(p)) && clear(sim, m.stderr, &tolerance_edges(p))
+        }
+        Kind::Value => clear(
+            sim,
+            m.stderr,
+            &tolerance_edges(case.published.expect("checked")),
+        ),
+        Kind::Pair => {
+            let (pb, p) = (
+                case.published_base.expect("checked"),
+                case.published.expect("checked"),
+            );
+            let Some(sb) = m.base_value else { return true };
+            // the two runs' seeds are not paired: the difference's error adds both
+            let diff_se = match (m.stderr, m.base_stderr) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(0.0).hypot(b.unwrap_or(0.0))),
+            };
+            clear(sim, m.stderr, &tolerance_edges(p))
+                && clear(sb, m.base_stderr, &tolerance_edges(pb))
+                && clear(sim - sb, diff_se, &direction_edges(p - pb))
+        }
+        Kind::NotExpressible => true,
+    }
+}
+
+/// The standard error of the mean of `v` (None for fewer than two values).
+pub fn stderr_of(v: &[f64]) -> Option<f64> {
+    let n = v.len();
+    (n > 1).then(|| {
+        let m = v.iter().sum::<f64>() / n as f64;
+        let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1) as f64;
+        (var / n as f64).sqrt()
+    })
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
@@ -78,6 +157,12 @@ pub struct Row {
     /// value is their mean, or the comparison of the mean times).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spread: Option<(f64, f64)>,
+    /// With repeats: the standard error of the simulated value (of the mean over seeds, from
+    /// the per-seed values), and the seeds of the case's most sampled configuration.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seeds: Option<usize>,
 }
 
 /// What the runs gave for a case: the measured value and, for pairs, the baseline's.
@@ -88,6 +173,11 @@ pub struct Measured {
     pub config_ms: Option<f64>,
     /// Smallest and largest value over repeats (None for one run).
     pub spread: Option<(f64, f64)>,
+    /// Standard errors of `value` and `base_value` over the seeds (None for one run).
+    pub stderr: Option<f64>,
+    pub base_stderr: Option<f64>,
+    /// Seeds of the case's most sampled configuration (None for one run).
+    pub seeds: Option<usize>,
 }
 
 fn row(c: &SourcedCase) -> Row {
@@ -109,6 +199,8 @@ fn row(c: &SourcedCase) -> Row {
         base_ms: None,
         config_ms: None,
         spread: None,
+        stderr: None,
+        seeds: None,
     }
 }
 
@@ -134,6 +226,8 @@ pub fn score(c: &SourcedCase, m: Measured) -> Row {
     r.base_ms = m.base_ms;
     r.config_ms = m.config_ms;
     r.spread = m.spread;
+    r.stderr = m.stderr;
+    r.seeds = m.seeds;
     let Some(sim) = m.value else {
         r.status = Status::Error;
         r.note =
@@ -308,8 +402,14 @@ impl Scorecard {
                 (None, Some(s)) => num(s),
                 _ => "-".into(),
             };
+            if let Some(se) = r.stderr {
+                simulated = format!("{simulated} ±{}", num(se));
+            }
             if let Some((lo, hi)) = r.spread {
                 simulated = format!("{simulated} [{}..{}]", num(lo), num(hi));
+            }
+            if let Some(n) = r.seeds {
+                simulated = format!("{simulated} ({n} seeds)");
             }
             let yn = |v: Option<bool>| match v {
                 Some(true) => "yes",
@@ -388,6 +488,75 @@ mod tests {
         assert!(within_tolerance(3.0, 2.0));
         assert!(!within_tolerance(3.0, 1.9));
         assert!(!within_tolerance(4.0, 2.7));
+    }
+
+    fn one_case(fields: &str) -> SourcedCase {
+        let text = format!(
+            "[source]\nid = \"T\"\ncitation = \"t\"\n\n[[case]]\nid = \"T.x\"\ncite = \"t\"\nwhat = \"t\"\nmachine = \"xeon-x5650-2n\"\nworkload = \"stream\"\nconfig = \"\"\nbase = \"\"\n{fields}\n"
+        );
+        crate::case::parse("t.toml", &text).unwrap().remove(0)
+    }
+
+    fn measured(value: f64, stderr: Option<f64>) -> Measured {
+        Measured {
+            value: Some(value),
+            base_value: None,
+            base_ms: None,
+            config_ms: None,
+            spread: None,
+            stderr,
+            base_stderr: None,
+            seeds: None,
+        }
+    }
+
+    #[test]
+    fn a_verdict_is_settled_when_no_edge_lies_within_k_standard_errors() {
+        // published -43: tolerance edges -55.9 and -30.1, direction edges ±0.5, -44 and -42
+        let c = one_case("metric = \"speedup_percent\"\npublished = -43");
+        assert!(settled(&c, &measured(-37.6, Some(2.0)), 2.0));
+        assert!(
+            !settled(&c, &measured(-37.6, Some(4.0)), 2.0),
+            "-30.1 is 7.5 away"
+        );
+        assert!(
+            !settled(&c, &measured(-43.5, Some(0.3)), 2.0),
+            "-44 is 0.5 away"
+        );
+        assert!(
+            settled(&c, &measured(-20.0, None), 2.0),
+            "no error: settled"
+        );
+        assert!(settled(&c, &measured(-20.0, Some(0.0)), 2.0));
+        // a direction: only the dead band's edges count
+        let d = one_case("metric = \"speedup_percent\"\nexpect = \"faster\"");
+        assert!(!settled(&d, &measured(0.6, Some(1.0)), 2.0));
+        assert!(settled(&d, &measured(5.9, Some(2.0)), 2.0));
+        assert!(settled(&d, &measured(-5.0, Some(2.0)), 2.0));
+        // a pair: each value against its tolerance, their difference against the direction
+        let p = one_case("metric = \"lar_percent\"\npublished_base = 88\npublished = 66");
+        let pair = |sb: f64, s: f64, se: f64| Measured {
+            base_value: Some(sb),
+            base_stderr: Some(se),
+            ..measured(s, Some(se))
+        };
+        assert!(settled(&p, &pair(82.0, 20.0, 1.0), 2.0));
+        assert!(
+            !settled(&p, &pair(82.0, 47.0, 1.0), 2.0),
+            "46.2 is 0.8 from 47"
+        );
+        assert!(
+            !settled(&p, &pair(62.0, 40.0, 1.0), 2.0),
+            "61.6 is 0.4 from 62"
+        );
+    }
+
+    #[test]
+    fn stderr_is_the_sample_deviation_over_root_n() {
+        assert_eq!(stderr_of(&[1.0]), None);
+        let se = stderr_of(&[1.0, 3.0]).unwrap();
+        assert!((se - 1.0).abs() < 1e-12, "{se}"); // sd √2, over √2
+        assert_eq!(stderr_of(&[2.0, 2.0, 2.0]), Some(0.0));
     }
 
     #[test]

@@ -192,11 +192,11 @@ published = -10
     assert!(e.contains("--repeats 0"), "{e}");
 }
 
-#[test]
-fn auto_repeats_sample_further_only_the_runs_a_race_decides() {
-    // CG class W with THP on all 24 CPUs: the threads race for the vectors' huge pages and
-    // two seeds differ by more than 1 %; with 4 KiB pages they agree within 0.3 %.
-    let text = r#"
+/// CG class W with THP on all 24 CPUs against 4 KiB pages: the threads race for the vectors'
+/// huge pages and two seeds differ by more than 1 %; with 4 KiB pages they agree within 0.3 %.
+fn cg_thp_case(published: &str) -> Vec<case::SourcedCase> {
+    let text = format!(
+        r#"
 [source]
 id = "T"
 citation = "a test"
@@ -212,25 +212,39 @@ pin = "sequential"
 base = "thp=never"
 config = "thp=always"
 metric = "speedup_percent"
-published = -10
-"#;
-    let cases = case::parse("t.toml", text).unwrap();
-    let card = run(&cases, &Options::default(), &|_, _| {}).unwrap();
-    let runs = |config: &str| {
-        card.runs
-            .iter()
-            .find(|r| r.config.contains(config))
-            .unwrap()
-            .sim_ms_repeats
-            .clone()
+published = {published}
+"#
+    );
+    case::parse("t.toml", &text).unwrap()
+}
+
+fn repeats_of(card: &numalab_validate::score::Scorecard, config: &str) -> Vec<f64> {
+    card.runs
+        .iter()
+        .find(|r| r.config.contains(config))
+        .unwrap()
+        .sim_ms_repeats
+        .clone()
+}
+
+#[test]
+fn auto_repeats_sample_further_only_the_runs_a_race_decides() {
+    let cases = cg_thp_case("-10");
+    let six = Options {
+        max_seeds: numalab_validate::AUTO_RACE_SEEDS,
+        ..Options::default()
     };
+    let card = run(&cases, &six, &|_, _| {}).unwrap();
     let spread = |v: &[f64]| (v[0] - v[1]).abs() / ((v[0] + v[1]) / 2.0);
-    let (small, thp) = (runs("thp=never"), runs("thp=always"));
+    let (small, thp) = (
+        repeats_of(&card, "thp=never"),
+        repeats_of(&card, "thp=always"),
+    );
     assert_eq!(small.len(), 2, "4 KiB: seeds 1 and 2 only: {small:?}");
     assert!(spread(&small) <= numalab_validate::AUTO_SPREAD, "{small:?}");
     assert_eq!(
         thp.len(),
-        numalab_validate::AUTO_MAX_SEEDS,
+        numalab_validate::AUTO_RACE_SEEDS,
         "THP: sampled further: {thp:?}"
     );
     assert!(spread(&thp) > numalab_validate::AUTO_SPREAD, "{thp:?}");
@@ -240,7 +254,8 @@ published = -10
     let each: Vec<f64> = (0..thp.len())
         .map(|i| speedup(small.get(i).copied().unwrap_or(small_mean), thp[i]))
         .collect();
-    let (lo, hi) = card.rows[0].spread.expect("a range");
+    let row = &card.rows[0];
+    let (lo, hi) = row.spread.expect("a range");
     let close = |a: f64, b: f64| (a - b).abs() < 1e-6;
     assert!(
         close(lo, each.iter().copied().fold(f64::INFINITY, f64::min)),
@@ -250,6 +265,11 @@ published = -10
         close(hi, each.iter().copied().fold(f64::NEG_INFINITY, f64::max)),
         "{hi} vs {each:?}"
     );
+    // the standard error is the per-seed values' deviation over √n
+    let m = each.iter().sum::<f64>() / each.len() as f64;
+    let sd = (each.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (each.len() - 1) as f64).sqrt();
+    assert!(close(row.stderr.unwrap(), sd / (each.len() as f64).sqrt()));
+    assert_eq!(row.seeds, Some(6));
     // the fixed runs of the same seeds are the auto run's first ones
     let two = run(
         &cases,
@@ -260,13 +280,56 @@ published = -10
         &|_, _| {},
     )
     .unwrap();
-    let thp2 = &two
-        .runs
-        .iter()
-        .find(|r| r.config.contains("thp=always"))
+    assert_eq!(repeats_of(&two, "thp=always")[..], thp[..2]);
+}
+
+#[test]
+fn auto_repeats_go_on_while_an_edge_of_the_verdict_is_within_two_standard_errors() {
+    let six = Options {
+        max_seeds: numalab_validate::AUTO_RACE_SEEDS,
+        ..Options::default()
+    };
+    let card = run(&cg_thp_case("-10"), &six, &|_, _| {}).unwrap();
+    let (v, se) = (
+        card.rows[0].simulated.unwrap(),
+        card.rows[0].stderr.unwrap(),
+    );
+    assert!(se > 0.0, "a race-decided run has an error: {se}");
+    let twelve = Options {
+        max_seeds: 12,
+        ..Options::default()
+    };
+    // published a point above the six seeds' mean, so that the edge of agreement (a point
+    // either side) is that mean: unsettled, six more seeds for the THP run, none for the 4 KiB
+    let on_edge = run(&cg_thp_case(&format!("{}", v + 1.0)), &twelve, &|_, _| {}).unwrap();
+    let thp = repeats_of(&on_edge, "thp=always");
+    assert_eq!(thp.len(), 12, "{thp:?}");
+    assert_eq!(repeats_of(&on_edge, "thp=never").len(), 2);
+    assert_eq!(on_edge.rows[0].seeds, Some(12));
+    // its first six seeds are the six-seed run's
+    assert_eq!(thp[..6], repeats_of(&card, "thp=always")[..]);
+    // published far from every edge (and both runs in the same direction): settled at six
+    assert!(
+        (v - (-0.5)).abs() > 2.0 * se && (v - 0.5).abs() > 2.0 * se,
+        "the test needs a value clear of the dead band: {v} ± {se}"
+    );
+    let far = if v < 0.0 {
+        v * 3.0 - 20.0 * se
+    } else {
+        v * 3.0 + 20.0 * se
+    };
+    let settled = run(&cg_thp_case(&format!("{far}")), &twelve, &|_, _| {}).unwrap();
+    assert_eq!(repeats_of(&settled, "thp=always").len(), 6);
+    // fewer seeds than the first wave are refused
+    let one = Options {
+        max_seeds: 1,
+        ..Options::default()
+    };
+    let e = run(&cg_thp_case("-10"), &one, &|_, _| {})
+        .err()
         .unwrap()
-        .sim_ms_repeats;
-    assert_eq!(thp2[..], thp[..2]);
+        .to_string();
+    assert!(e.contains("--max-seeds 1"), "{e}");
 }
 
 /// A two-program mix, local or with both programs' memory on the other node.
