@@ -67,10 +67,7 @@ pub const AUTO_MAX_SEEDS: usize = 24;
 /// The default under `--quick`, which CI runs in its ten minutes: the six seeds race-decided
 /// runs had before sequential sampling.
 pub const AUTO_MAX_SEEDS_QUICK: usize = AUTO_RACE_SEEDS;
-/// A verdict is settled when no edge of it lies within this many standard errors of the
-/// value: about a 95 % interval for a mean of many seeds (a t-interval of six seeds is 2.57
-/// wide; the rule is a stopping rule, not a test).
-pub const SETTLED_STDERRS: f64 = 2.0;
+pub use score::SETTLED_STDERRS;
 
 impl Repeats {
     /// Seeds run for every configuration before any is judged.

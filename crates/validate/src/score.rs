@@ -24,6 +24,11 @@ pub fn within_tolerance(published: f64, simulated: f64) -> bool {
     }
 }
 
+/// A verdict is settled when no edge of it lies within this many standard errors of the
+/// value: about a 95 % interval for a mean of many seeds (a t-interval of six seeds is 2.57
+/// wide; the rule is a stopping rule, not a test).
+pub const SETTLED_STDERRS: f64 = 2.0;
+
 /// Changes smaller than this (in the metric's unit) count as none.
 pub const DEAD_BAND: f64 = 0.5;
 /// Two changes this close agree whatever their signs.
@@ -163,6 +168,10 @@ pub struct Row {
     pub stderr: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seeds: Option<usize>,
+    /// With repeats: false when an edge of the verdict lies within [`SETTLED_STDERRS`]
+    /// standard errors of the value, so that more seeds could turn it ([`settled`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settled: Option<bool>,
 }
 
 /// What the runs gave for a case: the measured value and, for pairs, the baseline's.
@@ -201,6 +210,7 @@ fn row(c: &SourcedCase) -> Row {
         spread: None,
         stderr: None,
         seeds: None,
+        settled: None,
     }
 }
 
@@ -228,6 +238,9 @@ pub fn score(c: &SourcedCase, m: Measured) -> Row {
     r.spread = m.spread;
     r.stderr = m.stderr;
     r.seeds = m.seeds;
+    if m.stderr.is_some() || m.base_stderr.is_some() {
+        r.settled = Some(settled(c, &m, SETTLED_STDERRS));
+    }
     let Some(sim) = m.value else {
         r.status = Status::Error;
         r.note =
@@ -416,9 +429,15 @@ impl Scorecard {
                 Some(false) => "NO",
                 None => "-",
             };
+            // a verdict more seeds could turn says so
+            let unsettled = if r.settled == Some(false) {
+                format!(" (unsettled: an edge within {SETTLED_STDERRS} SE)")
+            } else {
+                String::new()
+            };
             let status = match r.status {
-                Status::Pass => "pass".to_string(),
-                Status::Miss => "miss".to_string(),
+                Status::Pass => format!("pass{unsettled}"),
+                Status::Miss => format!("miss{unsettled}"),
                 Status::NotExpressible => {
                     format!("not expressible: {}", r.note.as_deref().unwrap_or(""))
                 }

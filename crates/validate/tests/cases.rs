@@ -308,6 +308,10 @@ fn auto_repeats_go_on_while_an_edge_of_the_verdict_is_within_two_standard_errors
     assert_eq!(on_edge.rows[0].seeds, Some(12));
     // its first six seeds are the six-seed run's
     assert_eq!(thp[..6], repeats_of(&card, "thp=always")[..]);
+    // capped at six, the same case keeps its unsettled verdict, and says so
+    let capped = run(&cg_thp_case(&format!("{}", v + 1.0)), &six, &|_, _| {}).unwrap();
+    assert_eq!(capped.rows[0].settled, Some(false));
+    assert!(capped.table().contains("unsettled"), "{}", capped.table());
     // published far from every edge (and both runs in the same direction): settled at six
     assert!(
         (v - (-0.5)).abs() > 2.0 * se && (v - 0.5).abs() > 2.0 * se,
@@ -320,6 +324,7 @@ fn auto_repeats_go_on_while_an_edge_of_the_verdict_is_within_two_standard_errors
     };
     let settled = run(&cg_thp_case(&format!("{far}")), &twelve, &|_, _| {}).unwrap();
     assert_eq!(repeats_of(&settled, "thp=always").len(), 6);
+    assert_eq!(settled.rows[0].settled, Some(true));
     // fewer seeds than the first wave are refused
     let one = Options {
         max_seeds: 1,
