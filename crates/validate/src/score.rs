@@ -62,15 +62,46 @@ fn tolerance_edges(published: f64) -> [f64; 2] {
     [published - w, published + w]
 }
 
-/// The values at which a change's direction against a published `change` flips: the dead
-/// band's edges and the band of agreement around it.
-fn direction_edges(change: f64) -> [f64; 4] {
-    [
-        -DEAD_BAND,
-        DEAD_BAND,
-        change - SAME_DIRECTION_BAND,
-        change + SAME_DIRECTION_BAND,
-    ]
+/// Of `candidates`, the values at which `verdict` changes (it differs just below and just
+/// above them).
+fn edges_of(candidates: &[f64], verdict: impl Fn(f64) -> bool) -> Vec<f64> {
+    candidates
+        .iter()
+        .copied()
+        .filter(|&e| {
+            let d = 1e-9 * e.abs().max(1.0);
+            verdict(e - d) != verdict(e + d)
+        })
+        .collect()
+}
+
+/// The values at which a simulated change's agreement with a published `change` flips: of
+/// the dead band's edges and the edges of the point of agreement around `change`, those where
+/// [`same_direction`] changes (with `change` = −43, only −0.5: a change of −44 or −42 agrees
+/// by its sign as well).
+fn direction_edges(change: f64) -> Vec<f64> {
+    edges_of(
+        &[
+            -DEAD_BAND,
+            DEAD_BAND,
+            change - SAME_DIRECTION_BAND,
+            change + SAME_DIRECTION_BAND,
+        ],
+        |s| same_direction(change, s),
+    )
+}
+
+/// The sign a direction case expects: a faster run has a positive speedup or improvement, a
+/// negative time increase.
+fn wanted_direction(case: &crate::case::Case) -> i8 {
+    let faster_sign = match case.metric {
+        Some(Metric::TimeIncreasePercent) => -1,
+        _ => 1,
+    };
+    match case.expect {
+        Some(Expect::Faster) => faster_sign,
+        _ => -faster_sign,
+    }
 }
 
 /// Is the case's verdict settled by its seeds: does none of the values at which its
@@ -86,7 +117,11 @@ pub fn settled(c: &SourcedCase, m: &Measured, k: f64) -> bool {
     };
     let case = &c.case;
     match case.kind() {
-        Kind::Direction => clear(sim, m.stderr, &[-DEAD_BAND, DEAD_BAND]),
+        Kind::Direction => {
+            let want = wanted_direction(case);
+            let edges = edges_of(&[-DEAD_BAND, DEAD_BAND], |s| direction(s) == want);
+            clear(sim, m.stderr, &edges)
+        }
         Kind::Comparison => {
             let p = case.published.expect("checked");
             clear(sim, m.stderr, &direction_edges(p)) && clear(sim, m.stderr, &tolerance_edges(p))
@@ -249,18 +284,7 @@ pub fn score(c: &SourcedCase, m: Measured) -> Row {
     };
     let case = &c.case;
     let (dir, tol) = match case.kind() {
-        Kind::Direction => {
-            // a faster run has a positive speedup or improvement, a negative time increase
-            let faster_sign = match case.metric {
-                Some(Metric::TimeIncreasePercent) => -1,
-                _ => 1,
-            };
-            let want = match case.expect {
-                Some(Expect::Faster) => faster_sign,
-                _ => -faster_sign,
-            };
-            (Some(direction(sim) == want), None)
-        }
+        Kind::Direction => (Some(direction(sim) == wanted_direction(case)), None),
         Kind::Comparison => {
             let p = case.published.expect("checked");
             (Some(same_direction(p, sim)), Some(within_tolerance(p, sim)))
@@ -531,7 +555,8 @@ mod tests {
 
     #[test]
     fn a_verdict_is_settled_when_no_edge_lies_within_k_standard_errors() {
-        // published -43: tolerance edges -55.9 and -30.1, direction edges ±0.5, -44 and -42
+        // published -43: tolerance edges -55.9 and -30.1; the direction changes at -0.5 only
+        // (-44 and -42 agree by their sign as well as by the point of agreement)
         let c = one_case("metric = \"speedup_percent\"\npublished = -43");
         assert!(settled(&c, &measured(-37.6, Some(2.0)), 2.0));
         assert!(
@@ -539,19 +564,42 @@ mod tests {
             "-30.1 is 7.5 away"
         );
         assert!(
-            !settled(&c, &measured(-43.5, Some(0.3)), 2.0),
-            "-44 is 0.5 away"
+            settled(&c, &measured(-43.5, Some(0.3)), 2.0),
+            "-44 is no edge"
+        );
+        assert!(
+            !settled(&c, &measured(-1.0, Some(0.3)), 2.0),
+            "-0.5 is 0.5 away"
         );
         assert!(
             settled(&c, &measured(-20.0, None), 2.0),
             "no error: settled"
         );
         assert!(settled(&c, &measured(-20.0, Some(0.0)), 2.0));
-        // a direction: only the dead band's edges count
+        // published 0.3 (no direction): agreement on [-0.7, 1.3], the dead band inside it
+        let z = one_case("metric = \"speedup_percent\"\npublished = 0.3");
+        assert!(
+            !settled(&z, &measured(1.2, Some(0.1)), 2.0),
+            "1.3 is 0.1 away"
+        );
+        assert!(
+            settled(&z, &measured(0.45, Some(0.05)), 2.0),
+            "0.5 is no edge here"
+        );
+        // a direction: only the dead band's edge on the expected side counts
         let d = one_case("metric = \"speedup_percent\"\nexpect = \"faster\"");
         assert!(!settled(&d, &measured(0.6, Some(1.0)), 2.0));
         assert!(settled(&d, &measured(5.9, Some(2.0)), 2.0));
         assert!(settled(&d, &measured(-5.0, Some(2.0)), 2.0));
+        assert!(
+            settled(&d, &measured(-0.6, Some(0.1)), 2.0),
+            "-0.5 is no edge"
+        );
+        let t = one_case("metric = \"time_increase_percent\"\nexpect = \"faster\"");
+        assert!(
+            !settled(&t, &measured(-0.6, Some(0.1)), 2.0),
+            "faster is below -0.5"
+        );
         // a pair: each value against its tolerance, their difference against the direction
         let p = one_case("metric = \"lar_percent\"\npublished_base = 88\npublished = 66");
         let pair = |sb: f64, s: f64, se: f64| Measured {
@@ -568,6 +616,10 @@ mod tests {
             !settled(&p, &pair(62.0, 40.0, 1.0), 2.0),
             "61.6 is 0.4 from 62"
         );
+        // the difference (published -22): 82 → 81.6 is 0.1 from the dead band's edge at
+        // -0.5, and 82 → 82.2 is clear of it (+0.5 is no edge: both sides disagree)
+        assert!(!settled(&p, &pair(82.0, 81.6, 0.1), 2.0));
+        assert!(settled(&p, &pair(82.0, 82.2, 0.1), 2.0));
     }
 
     #[test]

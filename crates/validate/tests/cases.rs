@@ -299,9 +299,17 @@ fn auto_repeats_go_on_while_an_edge_of_the_verdict_is_within_two_standard_errors
         max_seeds: 12,
         ..Options::default()
     };
-    // published a point above the six seeds' mean, so that the edge of agreement (a point
-    // either side) is that mean: unsettled, six more seeds for the THP run, none for the 4 KiB
-    let on_edge = run(&cg_thp_case(&format!("{}", v + 1.0)), &twelve, &|_, _| {}).unwrap();
+    // published so that an edge of its tolerance is the six seeds' mean: unsettled, six more
+    // seeds for the THP run, none for the 4 KiB one
+    let on_edge_published = if (v / 1.3).abs() > 3.0 {
+        v / 1.3 // ±30 %: an edge at 1.3 × published
+    } else if v > 0.0 {
+        v - 1.0 // ±1 point
+    } else {
+        v + 1.0
+    };
+    let on_edge_case = cg_thp_case(&format!("{on_edge_published}"));
+    let on_edge = run(&on_edge_case, &twelve, &|_, _| {}).unwrap();
     let thp = repeats_of(&on_edge, "thp=always");
     assert_eq!(thp.len(), 12, "{thp:?}");
     assert_eq!(repeats_of(&on_edge, "thp=never").len(), 2);
@@ -309,7 +317,7 @@ fn auto_repeats_go_on_while_an_edge_of_the_verdict_is_within_two_standard_errors
     // its first six seeds are the six-seed run's
     assert_eq!(thp[..6], repeats_of(&card, "thp=always")[..]);
     // capped at six, the same case keeps its unsettled verdict, and says so
-    let capped = run(&cg_thp_case(&format!("{}", v + 1.0)), &six, &|_, _| {}).unwrap();
+    let capped = run(&on_edge_case, &six, &|_, _| {}).unwrap();
     assert_eq!(capped.rows[0].settled, Some(false));
     assert!(capped.table().contains("unsettled"), "{}", capped.table());
     // published far from every edge (and both runs in the same direction): settled at six
