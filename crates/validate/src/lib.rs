@@ -278,47 +278,17 @@ pub fn run(
                 opts.max_seeds
             ));
         }
-        let race = race_decided(specs.len(), &results);
-        let mut have = vec![first; specs.len()];
-        let mut want = have.clone();
-        for &i in &race {
-            want[i] = AUTO_RACE_SEEDS.clamp(first, opts.max_seeds);
-        }
-        loop {
-            let more = longest_first(
-                (0..specs.len())
-                    .flat_map(|i| (have[i]..want[i]).map(move |k| (i, k)))
-                    .collect(),
-            );
-            if more.is_empty() {
-                break;
-            }
+        let waves = AutoWaves {
+            specs: specs.len(),
+            cases,
+            per_case: &per_case,
+            first,
+            max_seeds: opts.max_seeds,
+        };
+        waves.run(&mut results, |more| {
             total.fetch_add(more.len(), Ordering::Relaxed);
-            results.extend(simulate(more));
-            have.clone_from(&want);
-            // every case a race decides, scored on the seeds so far: unsettled, more seeds
-            let per_spec = by_spec(specs.len(), &mut results);
-            for (c, runs) in cases.iter().zip(&per_case) {
-                let Some(runs) = runs else { continue };
-                let sampled: Vec<usize> = [runs.base, Some(runs.measured)]
-                    .into_iter()
-                    .flatten()
-                    .filter(|i| race.contains(i) && have[*i] < opts.max_seeds)
-                    .collect();
-                if sampled.is_empty() {
-                    continue;
-                }
-                let settled = match measured_values(c, runs, &per_spec) {
-                    Ok(m) => score::settled(c, &m, SETTLED_STDERRS),
-                    Err(_) => true, // its error is reported; more seeds would not help
-                };
-                if !settled {
-                    for i in sampled {
-                        want[i] = want[i].max((have[i] + AUTO_SEED_STEP).min(opts.max_seeds));
-                    }
-                }
-            }
-        }
+            simulate(longest_first(more))
+        });
     }
     let per_spec = by_spec(specs.len(), &mut results);
 
@@ -354,6 +324,64 @@ pub fn run(
         started.elapsed().as_secs_f64(),
         opts.epoch_ns / 1000.0,
     ))
+}
+
+/// `--repeats auto` after its first wave: seeds up to [`AUTO_RACE_SEEDS`] for the
+/// race-decided configurations, then [`AUTO_SEED_STEP`] more at a time for those of every case
+/// not yet [settled](score::settled), up to `max_seeds`.
+struct AutoWaves<'a> {
+    /// Distinct configurations (every one has its first wave in the results).
+    specs: usize,
+    cases: &'a [SourcedCase],
+    per_case: &'a [Option<CaseRuns>],
+    first: usize,
+    max_seeds: usize,
+}
+
+impl AutoWaves<'_> {
+    /// `simulate` runs (configuration, seed index) jobs; their results join `results`.
+    fn run(
+        &self,
+        results: &mut Vec<SeededRun>,
+        mut simulate: impl FnMut(Vec<(usize, usize)>) -> Vec<SeededRun>,
+    ) {
+        let specs = self.specs;
+        let race = race_decided(specs, results);
+        let mut have = vec![self.first; specs];
+        let mut want = have.clone();
+        for &i in &race {
+            want[i] = AUTO_RACE_SEEDS.clamp(self.first, self.max_seeds);
+        }
+        loop {
+            let more: Vec<(usize, usize)> = (0..specs)
+                .flat_map(|i| (have[i]..want[i]).map(move |k| (i, k)))
+                .collect();
+            if more.is_empty() {
+                return;
+            }
+            results.extend(simulate(more));
+            have.clone_from(&want);
+            // every case a race decides, scored on the seeds so far: unsettled, more seeds
+            let per_spec = by_spec(specs, results);
+            for (c, runs) in self.cases.iter().zip(self.per_case) {
+                let Some(runs) = runs else { continue };
+                let sampled: Vec<usize> = [runs.base, Some(runs.measured)]
+                    .into_iter()
+                    .flatten()
+                    .filter(|i| race.contains(i) && have[*i] < self.max_seeds)
+                    .collect();
+                let settled = || match measured_values(c, runs, &per_spec) {
+                    Ok(m) => score::settled(c, &m, SETTLED_STDERRS),
+                    Err(_) => true, // its error is reported; more seeds would not help
+                };
+                if !sampled.is_empty() && !settled() {
+                    for i in sampled {
+                        want[i] = want[i].max((have[i] + AUTO_SEED_STEP).min(self.max_seeds));
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// One simulation's outcome: (configuration, seed index) and its result.
