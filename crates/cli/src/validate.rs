@@ -165,24 +165,38 @@ pub fn run(a: ValidateArgs) -> Result<()> {
         card.host_seconds,
         card.epoch_us,
         match a.repeats {
-            numalab_validate::Repeats::Fixed(1) => "; one deterministic run per configuration".to_string(),
+            numalab_validate::Repeats::Fixed(1) =>
+                "; one deterministic run per configuration".to_string(),
             numalab_validate::Repeats::Fixed(n) => format!(
                 "; {n} runs per configuration, seeds 1-{n}, starts skewed by up to {} µs",
                 a.start_skew_us
             ),
-            numalab_validate::Repeats::Auto => format!(
-                "; seeds 1-2 per configuration, 1-{} for the {} whose two runs differed by more than {} %, of which {} sampled further (up to {} seeds) where a case's verdict was within {} standard errors of an edge; starts skewed by up to {} µs",
-                numalab_validate::AUTO_RACE_SEEDS.min(max_seeds),
-                card.runs.iter().filter(|r| r.sim_ms_repeats.len() > 2).count(),
-                numalab_validate::AUTO_SPREAD * 100.0,
-                card.runs
+            numalab_validate::Repeats::Auto => {
+                let race = card
+                    .runs
+                    .iter()
+                    .filter(|r| r.sim_ms_repeats.len() > 2)
+                    .count();
+                let further = card
+                    .runs
                     .iter()
                     .filter(|r| r.sim_ms_repeats.len() > numalab_validate::AUTO_RACE_SEEDS)
-                    .count(),
-                max_seeds,
-                numalab_validate::SETTLED_STDERRS,
-                a.start_skew_us
-            ),
+                    .count();
+                let sequential = if max_seeds > numalab_validate::AUTO_RACE_SEEDS {
+                    format!(
+                        ", of which {further} sampled further (up to {max_seeds} seeds) where a case's verdict was within {} standard errors of an edge",
+                        numalab_validate::SETTLED_STDERRS
+                    )
+                } else {
+                    String::new()
+                };
+                format!(
+                    "; seeds 1-2 per configuration, 1-{} for the {race} whose two runs differed by more than {} %{sequential}; starts skewed by up to {} µs",
+                    numalab_validate::AUTO_RACE_SEEDS.min(max_seeds),
+                    numalab_validate::AUTO_SPREAD * 100.0,
+                    a.start_skew_us
+                )
+            }
         }
     );
     output::print_report(&report, json_stdout);
