@@ -14,14 +14,19 @@ pub const RELATIVE_TOLERANCE: f64 = 0.30;
 pub const SMALL_VALUE: f64 = 3.0;
 pub const SMALL_VALUE_TOLERANCE: f64 = 1.0;
 
+/// The half-width of the tolerance around `published`: ±30 %, or ±1 point when the published
+/// value is 3 or less.
+fn tolerance_width(published: f64) -> f64 {
+    if published.abs() <= SMALL_VALUE {
+        SMALL_VALUE_TOLERANCE
+    } else {
+        RELATIVE_TOLERANCE * published.abs()
+    }
+}
+
 /// Within ±30 %, or ±1 point when the published value is 3 or less.
 pub fn within_tolerance(published: f64, simulated: f64) -> bool {
-    let err = (simulated - published).abs();
-    if published.abs() <= SMALL_VALUE {
-        err <= SMALL_VALUE_TOLERANCE
-    } else {
-        err <= RELATIVE_TOLERANCE * published.abs()
-    }
+    (simulated - published).abs() <= tolerance_width(published)
 }
 
 /// A verdict is settled when no edge of it lies within this many standard errors of the
@@ -54,11 +59,7 @@ pub fn same_direction(published: f64, simulated: f64) -> bool {
 
 /// The values at which a verdict on `published` changes: the tolerance's edges.
 fn tolerance_edges(published: f64) -> [f64; 2] {
-    let w = if published.abs() <= SMALL_VALUE {
-        SMALL_VALUE_TOLERANCE
-    } else {
-        RELATIVE_TOLERANCE * published.abs()
-    };
+    let w = tolerance_width(published);
     [published - w, published + w]
 }
 
