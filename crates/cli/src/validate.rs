@@ -37,16 +37,15 @@ pub struct ValidateArgs {
     /// Host threads (default: all cores).
     #[arg(long, value_parser = crate::thread_count, allow_negative_numbers = true)]
     jobs: Option<usize>,
-    /// Runs per configuration: `auto` (the default) runs seeds 1 and 2, and seeds up to 6 for
-    /// a configuration whose two runs differ by more than 1 % (a run decided by a race), then
-    /// 6 more at a time while a case it decides has an edge of its verdict (a tolerance's or
-    /// the direction's) within two standard errors of its value, up to --max-seeds; N runs
-    /// seeds 1..=N; 1 is the one deterministic run. Repeated runs skew each thread's start by
-    /// up to --start-skew-us; values are averaged (times first), their standard error shown
-    /// after ± and their range in brackets.
+    /// Runs per configuration: `auto` (the default) runs seeds 1 and 2, then, while a case
+    /// has an edge of its verdict (a tolerance's or the direction's) inside the 95 % Student-t
+    /// interval of its value, seeds up to 6 for every configuration it compares and 6 more at
+    /// a time, up to --max-seeds; N runs seeds 1..=N; 1 is the one deterministic run. Repeated
+    /// runs skew each thread's start by up to --start-skew-us; values are averaged (times
+    /// first), their standard error shown after ± and their range in brackets.
     #[arg(long, default_value = "auto", value_parser = parse_repeats, value_name = "N|auto", allow_negative_numbers = true)]
     repeats: numalab_validate::Repeats,
-    /// With `--repeats auto`: the most seeds a race-decided configuration gets (default 24;
+    /// With `--repeats auto`: the most seeds a configuration gets (default 24;
     /// 6 with --quick, which CI runs in its ten minutes).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     max_seeds: Option<i64>,
@@ -172,28 +171,25 @@ pub fn run(a: ValidateArgs) -> Result<()> {
                 a.start_skew_us
             ),
             numalab_validate::Repeats::Auto => {
-                let race = card
-                    .runs
-                    .iter()
-                    .filter(|r| r.sim_ms_repeats.len() > 2)
-                    .count();
-                let further = card
-                    .runs
-                    .iter()
-                    .filter(|r| r.sim_ms_repeats.len() > numalab_validate::AUTO_RACE_SEEDS)
-                    .count();
-                let sequential = if max_seeds > numalab_validate::AUTO_RACE_SEEDS {
+                let seeds_over = |n: usize| {
+                    card.runs
+                        .iter()
+                        .filter(|r| r.sim_ms_repeats.len() > n)
+                        .count()
+                };
+                let second = numalab_validate::AUTO_SECOND_WAVE_SEEDS.min(max_seeds);
+                let beyond = if max_seeds > second {
                     format!(
-                        ", of which {further} sampled further (up to {max_seeds} seeds) where a case's verdict was within {} standard errors of an edge",
-                        numalab_validate::SETTLED_STDERRS
+                        ", {} of them beyond {second} (up to {max_seeds})",
+                        seeds_over(second)
                     )
                 } else {
                     String::new()
                 };
                 format!(
-                    "; seeds 1-2 per configuration, 1-{} for the {race} whose two runs differed by more than {} %{sequential}; starts skewed by up to {} µs",
-                    numalab_validate::AUTO_RACE_SEEDS.min(max_seeds),
-                    numalab_validate::AUTO_SPREAD * 100.0,
+                    "; seeds 1-2 per configuration, 1-{second} for the {} configurations of cases whose verdict had an edge inside its {:.0} % t-interval{beyond}; starts skewed by up to {} µs",
+                    seeds_over(2),
+                    numalab_validate::SETTLED_CONFIDENCE * 100.0,
                     a.start_skew_us
                 )
             }

@@ -30,7 +30,7 @@ pub struct Options {
     pub jobs: usize,
     /// Runs per configuration (docs/VALIDATION.md, "Runs as samples").
     pub repeats: Repeats,
-    /// Under [`Repeats::Auto`], the most seeds a race-decided configuration gets.
+    /// Under [`Repeats::Auto`], the most seeds a configuration gets.
     pub max_seeds: usize,
     pub start_skew_ns: f64,
 }
@@ -43,31 +43,37 @@ pub enum Repeats {
     /// `Fixed(1)`: the one deterministic run (threads start together, default seed);
     /// `Fixed(n)`: seeds 1..=n.
     Fixed(usize),
-    /// Seeds 1 and 2 for every configuration; one whose two runs differ by more than
-    /// [`AUTO_SPREAD`] in simulated time is decided by a race (which node wins a few hot huge
-    /// pages, docs/VALIDATION.md) and gets seeds up to [`AUTO_RACE_SEEDS`], so that its
-    /// distribution is scored rather than one draw of it. Then, as long as a case it decides is
-    /// not [settled](score::settled) (an edge of its verdict within [`SETTLED_STDERRS`]
-    /// standard errors of its value), [`AUTO_SEED_STEP`] more seeds at a time, up to
-    /// [`Options::max_seeds`].
+    /// Seeds 1 and 2 for every configuration; then, as long as a case is not
+    /// [settled](score::settled) (an edge of its verdict inside the value's
+    /// [`SETTLED_CONFIDENCE`] t-interval), every configuration it compares gets seeds up to
+    /// [`AUTO_SECOND_WAVE_SEEDS`], then [`AUTO_SEED_STEP`] more at a time, up to
+    /// [`Options::max_seeds`]. A run decided by a race (which node wins a few hot huge pages,
+    /// docs/VALIDATION.md) is so scored by its distribution rather than one draw of it, and a
+    /// run whose first two seeds agree by chance is not trusted to be deterministic.
     Auto,
 }
 
-/// Two seeds of a configuration within this share of each other: its run is not race-decided.
-/// Runs without THP races agree within 0.3 % (docs/VALIDATION.md, "Runs as samples").
-pub const AUTO_SPREAD: f64 = 0.01;
-/// Seeds a race-decided configuration gets first under [`Repeats::Auto`]: with per-seed
-/// spreads of 20-35 points in the G14 THP cases, six seeds put the mean's standard error near
-/// 5 points.
-pub const AUTO_RACE_SEEDS: usize = 6;
-/// Seeds added at a time to the race-decided runs of a case not yet settled.
+/// Seeds an unsettled case's configurations get after the first two: with per-seed spreads
+/// of 20-35 points in the G14 THP cases, six seeds put the mean's standard error near 5
+/// points, and Student's t falls from 12.7 (two seeds) to 2.57.
+pub const AUTO_SECOND_WAVE_SEEDS: usize = 6;
+/// Seeds added at a time, after the second wave, to the configurations of a case not yet
+/// settled.
 pub const AUTO_SEED_STEP: usize = 6;
 /// The default of [`Options::max_seeds`]: 24 seeds halve six seeds' standard error.
 pub const AUTO_MAX_SEEDS: usize = 24;
-/// The default under `--quick`, which CI runs in its ten minutes: the six seeds race-decided
-/// runs had before sequential sampling.
-pub const AUTO_MAX_SEEDS_QUICK: usize = AUTO_RACE_SEEDS;
-pub use score::SETTLED_STDERRS;
+/// The default under `--quick`, which CI runs in its ten minutes: the second wave only.
+pub const AUTO_MAX_SEEDS_QUICK: usize = AUTO_SECOND_WAVE_SEEDS;
+pub use score::SETTLED_CONFIDENCE;
+
+/// The seeds a configuration of an unsettled case gets next, having `have`.
+fn next_seeds(have: usize) -> usize {
+    if have < AUTO_SECOND_WAVE_SEEDS {
+        AUTO_SECOND_WAVE_SEEDS
+    } else {
+        have + AUTO_SEED_STEP
+    }
+}
 
 impl Repeats {
     /// Seeds run for every configuration before any is judged.
@@ -326,9 +332,8 @@ pub fn run(
     ))
 }
 
-/// `--repeats auto` after its first wave: seeds up to [`AUTO_RACE_SEEDS`] for the
-/// race-decided configurations, then [`AUTO_SEED_STEP`] more at a time for those of every case
-/// not yet [settled](score::settled), up to `max_seeds`.
+/// `--repeats auto` after its first wave: while a case is not [settled](score::settled),
+/// more seeds ([`next_seeds`]) for every configuration it compares, up to `max_seeds`.
 struct AutoWaves<'a> {
     /// Distinct configurations (every one has its first wave in the results).
     specs: usize,
@@ -346,13 +351,28 @@ impl AutoWaves<'_> {
         mut simulate: impl FnMut(Vec<(usize, usize)>) -> Vec<SeededRun>,
     ) {
         let specs = self.specs;
-        let race = race_decided(specs, results);
         let mut have = vec![self.first; specs];
-        let mut want = have.clone();
-        for &i in &race {
-            want[i] = AUTO_RACE_SEEDS.clamp(self.first, self.max_seeds);
-        }
         loop {
+            // every case scored on the seeds so far: unsettled, more seeds for its runs
+            let mut want = have.clone();
+            let per_spec = by_spec(specs, results);
+            for (c, runs) in self.cases.iter().zip(self.per_case) {
+                let Some(runs) = runs else { continue };
+                let sampled: Vec<usize> = [runs.base, Some(runs.measured)]
+                    .into_iter()
+                    .flatten()
+                    .filter(|&i| have[i] < self.max_seeds)
+                    .collect();
+                let settled = || match measured_values(c, runs, &per_spec) {
+                    Ok(m) => score::settled(c, &m),
+                    Err(_) => true, // its error is reported; more seeds would not help
+                };
+                if !sampled.is_empty() && !settled() {
+                    for i in sampled {
+                        want[i] = want[i].max(next_seeds(have[i]).min(self.max_seeds));
+                    }
+                }
+            }
             let more: Vec<(usize, usize)> = (0..specs)
                 .flat_map(|i| (have[i]..want[i]).map(move |k| (i, k)))
                 .collect();
@@ -360,26 +380,7 @@ impl AutoWaves<'_> {
                 return;
             }
             results.extend(simulate(more));
-            have.clone_from(&want);
-            // every case a race decides, scored on the seeds so far: unsettled, more seeds
-            let per_spec = by_spec(specs, results);
-            for (c, runs) in self.cases.iter().zip(self.per_case) {
-                let Some(runs) = runs else { continue };
-                let sampled: Vec<usize> = [runs.base, Some(runs.measured)]
-                    .into_iter()
-                    .flatten()
-                    .filter(|i| race.contains(i) && have[*i] < self.max_seeds)
-                    .collect();
-                let settled = || match measured_values(c, runs, &per_spec) {
-                    Ok(m) => score::settled(c, &m, SETTLED_STDERRS),
-                    Err(_) => true, // its error is reported; more seeds would not help
-                };
-                if !sampled.is_empty() && !settled() {
-                    for i in sampled {
-                        want[i] = want[i].max((have[i] + AUTO_SEED_STEP).min(self.max_seeds));
-                    }
-                }
-            }
+            have = want;
         }
     }
 }
@@ -398,27 +399,6 @@ fn by_spec(specs: usize, results: &mut [SeededRun]) -> PerSpec<'_> {
         per_spec[*i].push(r);
     }
     per_spec
-}
-
-/// The configurations whose first runs differ by more than [`AUTO_SPREAD`] in simulated
-/// time (a failed run counts as no difference: its error is reported anyway).
-fn race_decided(specs: usize, results: &[SeededRun]) -> Vec<usize> {
-    let mut ms: Vec<Vec<f64>> = vec![Vec::new(); specs];
-    for ((i, _), r) in results {
-        if let Ok(r) = r {
-            ms[*i].push(r.sim_time_ns);
-        }
-    }
-    ms.iter()
-        .enumerate()
-        .filter(|(_, v)| {
-            let (lo, hi) = v.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &x| {
-                (lo.min(x), hi.max(x))
-            });
-            v.len() > 1 && hi - lo > AUTO_SPREAD * mean(v)
-        })
-        .map(|(i, _)| i)
-        .collect()
 }
 
 fn mean(v: &[f64]) -> f64 {
@@ -508,11 +488,10 @@ fn measured_values(
         times(&measured, &measured_w),
         base.as_deref().and_then(|b| times(b, &base_w)),
     );
-    let (value, each) = if metric.is_comparative() {
+    let (value, each, error) = if metric.is_comparative() {
         match (&times_b, &times_m) {
-            // Seed by seed; where one side has fewer seeds (`--repeats auto` samples only
-            // the race-decided side further, the other's seeds agreeing within 1 %), its
-            // mean stands for the seeds it did not run.
+            // The range seed by seed; where one side has fewer seeds (a configuration shared
+            // with a case that needed more), its mean stands for the seeds it did not run.
             (Some(tb), Some(tc)) => (
                 metric.compare(mean(tb), mean(tc)),
                 (0..tb.len().max(tc.len()))
@@ -522,12 +501,14 @@ fn measured_values(
                         metric.compare(x, y)
                     })
                     .collect(),
+                comparison_error(|b, c| metric.compare(b, c), tb, tc),
             ),
-            _ => (None, Vec::new()),
+            _ => (None, Vec::new(), None),
         }
     } else {
         let each = per_run(&measured, &measured_w);
-        (mean_of(each.iter().copied()), each)
+        let error = error_of_existing(&each);
+        (mean_of(each.iter().copied()), each, error)
     };
     let base_each = if metric.is_comparative() {
         Vec::new()
@@ -536,22 +517,49 @@ fn measured_values(
             .map(|b| per_run(b, &base_w))
             .unwrap_or_default()
     };
+    let base_error = error_of_existing(&base_each);
     Ok(Measured {
         value,
         base_value: mean_of(base_each.iter().copied()),
         base_ms: times_b.as_deref().map(|t| mean(t) / 1e6),
         config_ms: times_m.as_deref().map(|t| mean(t) / 1e6),
         spread: range_of(&each),
-        stderr: stderr_of_existing(&each),
-        base_stderr: stderr_of_existing(&base_each),
+        stderr: error.map(|e| e.0),
+        base_stderr: base_error.map(|e| e.0),
+        dof: error.map(|e| e.1),
+        base_dof: base_error.map(|e| e.1),
         seeds,
     })
 }
 
-/// The standard error over the values that exist (None unless all do and there are several).
-fn stderr_of_existing(v: &[Option<f64>]) -> Option<f64> {
+/// The standard error and degrees of freedom of `compare(mean b, mean c)` from two
+/// configurations' unpaired seeds: each side's error through the comparison's slope (first
+/// order), added as independent ([`score::welch`]). None unless both sides have several
+/// seeds.
+fn comparison_error(
+    compare: impl Fn(f64, f64) -> Option<f64>,
+    b: &[f64],
+    c: &[f64],
+) -> Option<(f64, f64)> {
+    let (se_b, se_c) = (score::stderr_of(b)?, score::stderr_of(c)?);
+    let (mb, mc) = (mean(b), mean(c));
+    let slope = |g: &dyn Fn(f64) -> Option<f64>, x: f64| -> Option<f64> {
+        let h = 1e-6 * x.abs();
+        Some((g(x + h)? - g(x - h)?) / (2.0 * h))
+    };
+    let d_b = slope(&|x| compare(x, mc), mb)?;
+    let d_c = slope(&|x| compare(mb, x), mc)?;
+    Some(score::welch(&[
+        ((d_b * se_b).abs(), (b.len() - 1) as f64),
+        ((d_c * se_c).abs(), (c.len() - 1) as f64),
+    ]))
+}
+
+/// The standard error and degrees of freedom (n − 1) over the values that exist (None unless
+/// all do and there are several).
+fn error_of_existing(v: &[Option<f64>]) -> Option<(f64, f64)> {
     let v: Option<Vec<f64>> = v.iter().copied().collect();
-    v.and_then(|v| score::stderr_of(&v))
+    v.and_then(|v| score::stderr_of(&v).map(|se| (se, (v.len() - 1) as f64)))
 }
 
 /// Each task's time in a run (its last thread's finish), in task order.
@@ -613,15 +621,19 @@ fn weighted_cpu_time(
     };
     let sum_ms =
         |runs: &[Vec<f64>]| mean(&runs.iter().map(|r| r.iter().sum()).collect::<Vec<f64>>()) / 1e6;
+    // seed by seed, over the seeds both sides ran
     let each: Vec<Option<f64>> = b.iter().zip(&m).map(|(x, y)| increase(x, y)).collect();
+    let error = error_of_existing(&each);
     Ok(Measured {
         value: increase(&mean_tasks(&b), &mean_tasks(&m)),
         base_value: None,
         base_ms: Some(sum_ms(&b)),
         config_ms: Some(sum_ms(&m)),
         spread: range_of(&each),
-        stderr: stderr_of_existing(&each),
+        stderr: error.map(|e| e.0),
         base_stderr: None,
+        dof: error.map(|e| e.1),
+        base_dof: None,
         seeds: None,
     })
 }

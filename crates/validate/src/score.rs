@@ -29,10 +29,42 @@ pub fn within_tolerance(published: f64, simulated: f64) -> bool {
     (simulated - published).abs() <= tolerance_width(published)
 }
 
-/// A verdict is settled when no edge of it lies within this many standard errors of the
-/// value: about a 95 % interval for a mean of many seeds (a t-interval of six seeds is 2.57
-/// wide; the rule is a stopping rule, not a test).
-pub const SETTLED_STDERRS: f64 = 2.0;
+/// A verdict is settled when no edge of it lies inside the two-sided interval of this
+/// confidence around the value: Student's t with the value's degrees of freedom, so that two
+/// seeds that happen to agree (t = 12.7 for one degree of freedom) do not settle a verdict
+/// that six seeds (t = 2.57) would show to be close. The rule is a stopping rule, not a test.
+pub const SETTLED_CONFIDENCE: f64 = 0.95;
+
+/// The half-width of the [`SETTLED_CONFIDENCE`] interval, in standard errors, for an
+/// estimate with `dof` degrees of freedom (Student's t; the normal 1.96 without a finite
+/// `dof`).
+pub fn settled_t(dof: f64) -> f64 {
+    use statrs::distribution::{ContinuousCDF, StudentsT};
+    let q = 0.5 + SETTLED_CONFIDENCE / 2.0;
+    match StudentsT::new(0.0, 1.0, dof) {
+        Ok(t) if dof.is_finite() => t.inverse_cdf(q),
+        _ => 1.959_963_984_540_054, // the normal quantile at 0.975
+    }
+}
+
+/// The standard error and Welch–Satterthwaite degrees of freedom of a sum of independent
+/// estimates, each `(standard error, degrees of freedom)` in the sum's unit: a comparison of
+/// two configurations' unpaired seeds, or a pair's difference. Parts without error count for
+/// nothing; with no error at all, the smallest part's degrees of freedom.
+pub fn welch(parts: &[(f64, f64)]) -> (f64, f64) {
+    let var: f64 = parts.iter().map(|(se, _)| se * se).sum();
+    let denom: f64 = parts
+        .iter()
+        .filter(|(se, _)| *se > 0.0)
+        .map(|(se, dof)| se.powi(4) / dof)
+        .sum();
+    let dof = if denom > 0.0 {
+        var * var / denom
+    } else {
+        parts.iter().map(|p| p.1).fold(f64::INFINITY, f64::min)
+    };
+    (var.sqrt(), dof)
+}
 
 /// Changes smaller than this (in the metric's unit) count as none.
 pub const DEAD_BAND: f64 = 0.5;
@@ -106,30 +138,36 @@ fn wanted_direction(case: &crate::case::Case) -> i8 {
 }
 
 /// Is the case's verdict settled by its seeds: does none of the values at which its
-/// direction or tolerance would change lie within `k` standard errors of the simulated value
-/// (for a pair, of either value, and of their difference)? A value without a standard error
-/// (one run, or seeds that agree) is settled. `validate --repeats auto` samples a race-decided
-/// configuration further until its cases are settled (docs/VALIDATION.md, "Runs as samples").
-pub fn settled(c: &SourcedCase, m: &Measured, k: f64) -> bool {
+/// direction or tolerance would change lie inside the [`SETTLED_CONFIDENCE`] t-interval of
+/// the simulated value (for a pair, of either value, and of their difference)? A value
+/// without a standard error (one run, or seeds that agree exactly) is settled.
+/// `validate --repeats auto` samples every configuration of an unsettled case further
+/// (docs/VALIDATION.md, "Runs as samples").
+pub fn settled(c: &SourcedCase, m: &Measured) -> bool {
     let Some(sim) = m.value else { return true };
-    let clear = |x: f64, se: Option<f64>, edges: &[f64]| {
-        let d = k * se.unwrap_or(0.0);
+    let clear = |x: f64, se: Option<f64>, dof: Option<f64>, edges: &[f64]| {
+        let d = match (se, dof) {
+            (Some(se), Some(dof)) if se > 0.0 => settled_t(dof) * se,
+            _ => 0.0,
+        };
         edges.iter().all(|&e| (x - e).abs() >= d)
     };
+    let (se, dof) = (m.stderr, m.dof);
     let case = &c.case;
     match case.kind() {
         Kind::Direction => {
             let want = wanted_direction(case);
             let edges = edges_of(&[-DEAD_BAND, DEAD_BAND], |s| direction(s) == want);
-            clear(sim, m.stderr, &edges)
+            clear(sim, se, dof, &edges)
         }
         Kind::Comparison => {
             let p = case.published.expect("checked");
-            clear(sim, m.stderr, &direction_edges(p)) && clear(sim, m.stderr, &tolerance_edges(p))
+            clear(sim, se, dof, &direction_edges(p)) && clear(sim, se, dof, &tolerance_edges(p))
         }
         Kind::Value => clear(
             sim,
-            m.stderr,
+            se,
+            dof,
             &tolerance_edges(case.published.expect("checked")),
         ),
         Kind::Pair => {
@@ -139,13 +177,18 @@ pub fn settled(c: &SourcedCase, m: &Measured, k: f64) -> bool {
             );
             let Some(sb) = m.base_value else { return true };
             // the two runs' seeds are not paired: the difference's error adds both
-            let diff_se = match (m.stderr, m.base_stderr) {
+            let diff = match (se.zip(dof), m.base_stderr.zip(m.base_dof)) {
                 (None, None) => None,
-                (a, b) => Some(a.unwrap_or(0.0).hypot(b.unwrap_or(0.0))),
+                (a, b) => Some(welch(&[a, b].into_iter().flatten().collect::<Vec<_>>())),
             };
-            clear(sim, m.stderr, &tolerance_edges(p))
-                && clear(sb, m.base_stderr, &tolerance_edges(pb))
-                && clear(sim - sb, diff_se, &direction_edges(p - pb))
+            clear(sim, se, dof, &tolerance_edges(p))
+                && clear(sb, m.base_stderr, m.base_dof, &tolerance_edges(pb))
+                && clear(
+                    sim - sb,
+                    diff.map(|d| d.0),
+                    diff.map(|d| d.1),
+                    &direction_edges(p - pb),
+                )
         }
         Kind::NotExpressible => true,
     }
@@ -204,8 +247,8 @@ pub struct Row {
     pub stderr: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seeds: Option<usize>,
-    /// With repeats: false when an edge of the verdict lies within [`SETTLED_STDERRS`]
-    /// standard errors of the value, so that more seeds could turn it ([`settled`]).
+    /// With repeats: false when an edge of the verdict lies inside the value's
+    /// [`SETTLED_CONFIDENCE`] t-interval, so that more seeds could turn it ([`settled`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub settled: Option<bool>,
 }
@@ -218,9 +261,12 @@ pub struct Measured {
     pub config_ms: Option<f64>,
     /// Smallest and largest value over repeats (None for one run).
     pub spread: Option<(f64, f64)>,
-    /// Standard errors of `value` and `base_value` over the seeds (None for one run).
+    /// Standard errors of `value` and `base_value` over the seeds (None for one run), and
+    /// their degrees of freedom (seeds − 1; Welch–Satterthwaite for a comparison).
     pub stderr: Option<f64>,
     pub base_stderr: Option<f64>,
+    pub dof: Option<f64>,
+    pub base_dof: Option<f64>,
     /// Seeds of the case's most sampled configuration (None for one run).
     pub seeds: Option<usize>,
 }
@@ -275,7 +321,7 @@ pub fn score(c: &SourcedCase, m: Measured) -> Row {
     r.stderr = m.stderr;
     r.seeds = m.seeds;
     if m.stderr.is_some() || m.base_stderr.is_some() {
-        r.settled = Some(settled(c, &m, SETTLED_STDERRS));
+        r.settled = Some(settled(c, &m));
     }
     let Some(sim) = m.value else {
         r.status = Status::Error;
@@ -456,7 +502,10 @@ impl Scorecard {
             };
             // a verdict more seeds could turn says so
             let unsettled = if r.settled == Some(false) {
-                format!(" (unsettled: an edge within {SETTLED_STDERRS} SE)")
+                format!(
+                    " (unsettled: an edge inside the {:.0} % t-interval)",
+                    SETTLED_CONFIDENCE * 100.0
+                )
             } else {
                 String::new()
             };
@@ -550,55 +599,58 @@ mod tests {
             spread: None,
             stderr,
             base_stderr: None,
+            // many seeds: the normal interval, ±1.96 standard errors
+            dof: stderr.map(|_| f64::INFINITY),
+            base_dof: None,
             seeds: None,
         }
     }
 
     #[test]
-    fn a_verdict_is_settled_when_no_edge_lies_within_k_standard_errors() {
+    fn a_verdict_is_settled_when_no_edge_lies_inside_its_t_interval() {
         // published -43: tolerance edges -55.9 and -30.1; the direction changes at -0.5 only
         // (-44 and -42 agree by their sign as well as by the point of agreement)
         let c = one_case("metric = \"speedup_percent\"\npublished = -43");
-        assert!(settled(&c, &measured(-37.6, Some(2.0)), 2.0));
+        assert!(settled(&c, &measured(-37.6, Some(2.0))));
         assert!(
-            !settled(&c, &measured(-37.6, Some(4.0)), 2.0),
+            !settled(&c, &measured(-37.6, Some(4.0))),
             "-30.1 is 7.5 away"
         );
         assert!(
-            settled(&c, &measured(-43.5, Some(0.3)), 2.0),
+            settled(&c, &measured(-43.5, Some(0.3))),
             "-44 is no edge"
         );
         assert!(
-            !settled(&c, &measured(-1.0, Some(0.3)), 2.0),
+            !settled(&c, &measured(-1.0, Some(0.3))),
             "-0.5 is 0.5 away"
         );
         assert!(
-            settled(&c, &measured(-20.0, None), 2.0),
+            settled(&c, &measured(-20.0, None)),
             "no error: settled"
         );
-        assert!(settled(&c, &measured(-20.0, Some(0.0)), 2.0));
+        assert!(settled(&c, &measured(-20.0, Some(0.0))));
         // published 0.3 (no direction): agreement on [-0.7, 1.3], the dead band inside it
         let z = one_case("metric = \"speedup_percent\"\npublished = 0.3");
         assert!(
-            !settled(&z, &measured(1.2, Some(0.1)), 2.0),
+            !settled(&z, &measured(1.2, Some(0.1))),
             "1.3 is 0.1 away"
         );
         assert!(
-            settled(&z, &measured(0.45, Some(0.05)), 2.0),
+            settled(&z, &measured(0.45, Some(0.05))),
             "0.5 is no edge here"
         );
         // a direction: only the dead band's edge on the expected side counts
         let d = one_case("metric = \"speedup_percent\"\nexpect = \"faster\"");
-        assert!(!settled(&d, &measured(0.6, Some(1.0)), 2.0));
-        assert!(settled(&d, &measured(5.9, Some(2.0)), 2.0));
-        assert!(settled(&d, &measured(-5.0, Some(2.0)), 2.0));
+        assert!(!settled(&d, &measured(0.6, Some(1.0))));
+        assert!(settled(&d, &measured(5.9, Some(2.0))));
+        assert!(settled(&d, &measured(-5.0, Some(2.0))));
         assert!(
-            settled(&d, &measured(-0.6, Some(0.1)), 2.0),
+            settled(&d, &measured(-0.6, Some(0.1))),
             "-0.5 is no edge"
         );
         let t = one_case("metric = \"time_increase_percent\"\nexpect = \"faster\"");
         assert!(
-            !settled(&t, &measured(-0.6, Some(0.1)), 2.0),
+            !settled(&t, &measured(-0.6, Some(0.1))),
             "faster is below -0.5"
         );
         // a pair: each value against its tolerance, their difference against the direction
@@ -606,21 +658,52 @@ mod tests {
         let pair = |sb: f64, s: f64, se: f64| Measured {
             base_value: Some(sb),
             base_stderr: Some(se),
+            base_dof: Some(f64::INFINITY),
             ..measured(s, Some(se))
         };
-        assert!(settled(&p, &pair(82.0, 20.0, 1.0), 2.0));
+        assert!(settled(&p, &pair(82.0, 20.0, 1.0)));
         assert!(
-            !settled(&p, &pair(82.0, 47.0, 1.0), 2.0),
+            !settled(&p, &pair(82.0, 47.0, 1.0)),
             "46.2 is 0.8 from 47"
         );
         assert!(
-            !settled(&p, &pair(62.0, 40.0, 1.0), 2.0),
+            !settled(&p, &pair(62.0, 40.0, 1.0)),
             "61.6 is 0.4 from 62"
         );
         // the difference (published -22): 82 → 81.6 is 0.1 from the dead band's edge at
         // -0.5, and 82 → 82.2 is clear of it (+0.5 is no edge: both sides disagree)
-        assert!(!settled(&p, &pair(82.0, 81.6, 0.1), 2.0));
-        assert!(settled(&p, &pair(82.0, 82.2, 0.1), 2.0));
+        assert!(!settled(&p, &pair(82.0, 81.6, 0.1)));
+        assert!(settled(&p, &pair(82.0, 82.2, 0.1)));
+    }
+
+    #[test]
+    fn few_seeds_widen_the_interval_by_students_t() {
+        assert!((settled_t(1.0) - 12.706).abs() < 1e-3);
+        assert!((settled_t(5.0) - 2.571).abs() < 1e-3);
+        assert!((settled_t(f64::INFINITY) - 1.960).abs() < 1e-3);
+        // published -43: the edge -30.1 is 7.5 from -37.6; 0.7 standard errors are clear of it
+        // with six seeds (2.57 × 0.7 = 1.8) and not with two (12.7 × 0.7 = 8.9)
+        let c = one_case("metric = \"speedup_percent\"\npublished = -43");
+        let with_dof = |dof: f64| Measured {
+            dof: Some(dof),
+            ..measured(-37.6, Some(0.7))
+        };
+        assert!(settled(&c, &with_dof(5.0)));
+        assert!(!settled(&c, &with_dof(1.0)));
+    }
+
+    #[test]
+    fn welch_adds_variances_and_weighs_degrees_of_freedom() {
+        // equal errors and seeds: the sum's dof is the two parts' together
+        let (se, dof) = welch(&[(1.0, 5.0), (1.0, 5.0)]);
+        assert!((se - 2f64.sqrt()).abs() < 1e-12 && (dof - 10.0).abs() < 1e-9, "{se} {dof}");
+        // one part without error: the other's alone
+        let (se, dof) = welch(&[(0.0, 1.0), (0.5, 17.0)]);
+        assert!((se - 0.5).abs() < 1e-12 && (dof - 17.0).abs() < 1e-9, "{se} {dof}");
+        // one part dominates: close to its dof
+        let (_, dof) = welch(&[(0.01, 1.0), (1.0, 5.0)]);
+        assert!((dof - 5.0).abs() < 0.01, "{dof}");
+        assert_eq!(welch(&[(0.0, 1.0), (0.0, 5.0)]), (0.0, 1.0));
     }
 
     #[test]
