@@ -2368,6 +2368,10 @@ impl Simulator {
         let metrics =
             crate::report::compute_metrics(&per_thread, &per_node, &sh.samples, sim_time_ns);
         let mut phases = phases;
+        // Phases are recorded as threads first leave them, which is not always the order in
+        // which they began (a thread may leave phase 2 before a slower one leaves phase 1);
+        // readers take them in start order (`validate`'s `full_run` weighs "from a phase on").
+        phases.sort_by(|a, b| a.start_ns.total_cmp(&b.start_ns).then(a.id.cmp(&b.id)));
         for p in &mut phases {
             p.metrics = crate::report::phase_metrics(p, n, &sh.samples);
         }

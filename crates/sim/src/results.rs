@@ -248,6 +248,7 @@ pub struct SimResult {
     pub per_thread: Vec<ThreadStats>,
     pub per_node: Vec<NodeStats>,
     pub links: Vec<LinkStats>,
+    /// Every phase a thread entered, in the order the phases began (ties by id).
     pub phases: Vec<PhaseStats>,
     pub vmstat: VmStat,
     /// Automatic NUMA balancing's end state (per task and mm), when it was on.

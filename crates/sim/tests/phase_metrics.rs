@@ -197,3 +197,42 @@ fn a_thread_that_ends_in_an_epoch_keeps_that_epochs_waits_in_its_last_phase() {
         }
     }
 }
+
+#[test]
+fn phases_are_listed_in_the_order_they_began() {
+    // Thread 1 enters phase 5 late and leaves it (by finishing) long before thread 0 leaves
+    // phase 1, which began at once: phase 5 is closed first, and still listed second.
+    const MIB8: u64 = 8 << 20;
+    let w = Script {
+        maps: vec![(2 * MIB8, MapOptions::default())],
+        threads: 2,
+        ops: |b: &[u64], t: usize| {
+            if t == 0 {
+                vec![
+                    Op::Phase { id: 1 },
+                    lines(b[0], MIB8, AccessKind::Write),
+                    lines(b[0], MIB8, AccessKind::Read),
+                ]
+            } else {
+                let own = b[0] + MIB8;
+                vec![
+                    lines(own, 64 << 10, AccessKind::Write),
+                    Op::Phase { id: 5 },
+                    lines(own, 64 << 10, AccessKind::Read),
+                ]
+            }
+        },
+    };
+    let m = numalab_machine::preset("xeon-x5650-2n").unwrap();
+    let cfg = SimConfig {
+        pinning: "0,12".parse::<Pinning>().unwrap(),
+        ..Default::default()
+    };
+    let r = simulate(&m, &w, cfg).unwrap();
+    let ids: Vec<u16> = r.phases.iter().map(|p| p.id).collect();
+    assert_eq!(ids, [1, 5], "{:?}", r.phases);
+    let (p1, p5) = (&r.phases[0], &r.phases[1]);
+    assert!(p1.start_ns < p5.start_ns, "{} < {}", p1.start_ns, p5.start_ns);
+    // phase 5 ended first: the order is not the order of their ends
+    assert!(p5.end_ns < p1.end_ns, "{} < {}", p5.end_ns, p1.end_ns);
+}

@@ -66,6 +66,14 @@ pub const AUTO_MAX_SEEDS: usize = 24;
 pub const AUTO_MAX_SEEDS_QUICK: usize = AUTO_SECOND_WAVE_SEEDS;
 pub use score::SETTLED_CONFIDENCE;
 
+/// After the second wave, an unsettled case's further seeds go to the configurations whose
+/// error term (the standard error their seeds alone put on the value) is at least this share
+/// of the largest. A term under half the largest carries under a fifth of the variance
+/// (0.5² / 1.25), so doubling its seeds would take at most a tenth off it, where doubling the
+/// largest's takes at least two fifths: six seeds of a 4 KiB run that agree to 0.02 % beside
+/// a THP race of 4-8 % per seed (CG.D, SSCA2) would otherwise run to the cap for nothing.
+pub const AUTO_TERM_SHARE: f64 = 0.5;
+
 /// The seeds a configuration of an unsettled case gets next, having `have`.
 fn next_seeds(have: usize) -> usize {
     if have < AUTO_SECOND_WAVE_SEEDS {
@@ -367,8 +375,24 @@ impl AutoWaves<'_> {
                     Ok(m) => score::settled(c, &m),
                     Err(_) => true, // its error is reported; more seeds would not help
                 };
-                if !sampled.is_empty() && !settled() {
-                    for i in sampled {
+                if sampled.is_empty() || settled() {
+                    continue;
+                }
+                let terms = match measured_values(c, runs, &per_spec) {
+                    Ok(m) => m.terms,
+                    Err(_) => [None, None],
+                };
+                let configs = [runs.base, Some(runs.measured)];
+                let largest = terms.iter().flatten().fold(0.0f64, |a, &t| a.max(t));
+                for i in sampled {
+                    let term = configs
+                        .iter()
+                        .position(|&c| c == Some(i))
+                        .and_then(|k| terms[k]);
+                    // the second wave for all; after it, only where the error is
+                    let matters = have[i] < AUTO_SECOND_WAVE_SEEDS
+                        || term.is_none_or(|t| t >= AUTO_TERM_SHARE * largest);
+                    if matters {
                         want[i] = want[i].max(next_seeds(have[i]).min(self.max_seeds));
                     }
                 }
@@ -488,7 +512,7 @@ fn measured_values(
         times(&measured, &measured_w),
         base.as_deref().and_then(|b| times(b, &base_w)),
     );
-    let (value, each, error) = if metric.is_comparative() {
+    let (value, each, compared) = if metric.is_comparative() {
         match (&times_b, &times_m) {
             // The range seed by seed; where one side has fewer seeds (a configuration shared
             // with a case that needed more), its mean stands for the seeds it did not run.
@@ -507,8 +531,7 @@ fn measured_values(
         }
     } else {
         let each = per_run(&measured, &measured_w);
-        let error = error_of_existing(&each);
-        (mean_of(each.iter().copied()), each, error)
+        (mean_of(each.iter().copied()), each, None)
     };
     let base_each = if metric.is_comparative() {
         Vec::new()
@@ -518,6 +541,15 @@ fn measured_values(
             .unwrap_or_default()
     };
     let base_error = error_of_existing(&base_each);
+    // a comparison's error from both runs' times; a per-run value's from its own seeds
+    let (error, terms) = match compared {
+        Some((error, [b, c])) => (Some(error), [Some(b), Some(c)]),
+        None if metric.is_comparative() => (None, [None, None]),
+        None => {
+            let error = error_of_existing(&each);
+            (error, [base_error.map(|e| e.0), error.map(|e| e.0)])
+        }
+    };
     Ok(Measured {
         value,
         base_value: mean_of(base_each.iter().copied()),
@@ -528,19 +560,20 @@ fn measured_values(
         base_stderr: base_error.map(|e| e.0),
         dof: error.map(|e| e.1),
         base_dof: base_error.map(|e| e.1),
+        terms,
         seeds,
     })
 }
 
 /// The standard error and degrees of freedom of `compare(mean b, mean c)` from two
 /// configurations' unpaired seeds: each side's error through the comparison's slope (first
-/// order), added as independent ([`score::welch`]). None unless both sides have several
-/// seeds.
+/// order), added as independent ([`score::welch`]); and those two terms. None unless both
+/// sides have several seeds.
 fn comparison_error(
     compare: impl Fn(f64, f64) -> Option<f64>,
     b: &[f64],
     c: &[f64],
-) -> Option<(f64, f64)> {
+) -> Option<((f64, f64), [f64; 2])> {
     let (se_b, se_c) = (score::stderr_of(b)?, score::stderr_of(c)?);
     let (mb, mc) = (mean(b), mean(c));
     let slope = |g: &dyn Fn(f64) -> Option<f64>, x: f64| -> Option<f64> {
@@ -549,10 +582,14 @@ fn comparison_error(
     };
     let d_b = slope(&|x| compare(x, mc), mb)?;
     let d_c = slope(&|x| compare(mb, x), mc)?;
-    Some(score::welch(&[
-        ((d_b * se_b).abs(), (b.len() - 1) as f64),
-        ((d_c * se_c).abs(), (c.len() - 1) as f64),
-    ]))
+    let terms = [(d_b * se_b).abs(), (d_c * se_c).abs()];
+    Some((
+        score::welch(&[
+            (terms[0], (b.len() - 1) as f64),
+            (terms[1], (c.len() - 1) as f64),
+        ]),
+        terms,
+    ))
 }
 
 /// The standard error and degrees of freedom (n − 1) over the values that exist (None unless
@@ -634,6 +671,7 @@ fn weighted_cpu_time(
         base_stderr: None,
         dof: error.map(|e| e.1),
         base_dof: None,
+        terms: [None, None], // seed by seed: the two runs' shares are not told apart
         seeds: None,
     })
 }

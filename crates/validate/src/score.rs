@@ -267,6 +267,11 @@ pub struct Measured {
     pub base_stderr: Option<f64>,
     pub dof: Option<f64>,
     pub base_dof: Option<f64>,
+    /// Each configuration's share of the error, in the value's unit: the standard error its
+    /// seeds alone put on the scored value (baseline's, measured's; None where it cannot be
+    /// told apart, as in a seed-by-seed comparison). `validate --repeats auto` samples
+    /// further the configurations whose term matters (`lib.rs`, `AutoWaves`).
+    pub terms: [Option<f64>; 2],
     /// Seeds of the case's most sampled configuration (None for one run).
     pub seeds: Option<usize>,
 }
@@ -602,6 +607,7 @@ mod tests {
             // many seeds: the normal interval, ±1.96 standard errors
             dof: stderr.map(|_| f64::INFINITY),
             base_dof: None,
+            terms: [None, stderr],
             seeds: None,
         }
     }
