@@ -232,7 +232,12 @@ fn phases_are_listed_in_the_order_they_began() {
     let ids: Vec<u16> = r.phases.iter().map(|p| p.id).collect();
     assert_eq!(ids, [1, 5], "{:?}", r.phases);
     let (p1, p5) = (&r.phases[0], &r.phases[1]);
-    assert!(p1.start_ns < p5.start_ns, "{} < {}", p1.start_ns, p5.start_ns);
+    assert!(
+        p1.start_ns < p5.start_ns,
+        "{} < {}",
+        p1.start_ns,
+        p5.start_ns
+    );
     // phase 5 ended first: the order is not the order of their ends
     assert!(p5.end_ns < p1.end_ns, "{} < {}", p5.end_ns, p1.end_ns);
 }

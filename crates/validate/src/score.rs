@@ -622,25 +622,13 @@ mod tests {
             !settled(&c, &measured(-37.6, Some(4.0))),
             "-30.1 is 7.5 away"
         );
-        assert!(
-            settled(&c, &measured(-43.5, Some(0.3))),
-            "-44 is no edge"
-        );
-        assert!(
-            !settled(&c, &measured(-1.0, Some(0.3))),
-            "-0.5 is 0.5 away"
-        );
-        assert!(
-            settled(&c, &measured(-20.0, None)),
-            "no error: settled"
-        );
+        assert!(settled(&c, &measured(-43.5, Some(0.3))), "-44 is no edge");
+        assert!(!settled(&c, &measured(-1.0, Some(0.3))), "-0.5 is 0.5 away");
+        assert!(settled(&c, &measured(-20.0, None)), "no error: settled");
         assert!(settled(&c, &measured(-20.0, Some(0.0))));
         // published 0.3 (no direction): agreement on [-0.7, 1.3], the dead band inside it
         let z = one_case("metric = \"speedup_percent\"\npublished = 0.3");
-        assert!(
-            !settled(&z, &measured(1.2, Some(0.1))),
-            "1.3 is 0.1 away"
-        );
+        assert!(!settled(&z, &measured(1.2, Some(0.1))), "1.3 is 0.1 away");
         assert!(
             settled(&z, &measured(0.45, Some(0.05))),
             "0.5 is no edge here"
@@ -650,10 +638,7 @@ mod tests {
         assert!(!settled(&d, &measured(0.6, Some(1.0))));
         assert!(settled(&d, &measured(5.9, Some(2.0))));
         assert!(settled(&d, &measured(-5.0, Some(2.0))));
-        assert!(
-            settled(&d, &measured(-0.6, Some(0.1))),
-            "-0.5 is no edge"
-        );
+        assert!(settled(&d, &measured(-0.6, Some(0.1))), "-0.5 is no edge");
         let t = one_case("metric = \"time_increase_percent\"\nexpect = \"faster\"");
         assert!(
             !settled(&t, &measured(-0.6, Some(0.1))),
@@ -668,14 +653,8 @@ mod tests {
             ..measured(s, Some(se))
         };
         assert!(settled(&p, &pair(82.0, 20.0, 1.0)));
-        assert!(
-            !settled(&p, &pair(82.0, 47.0, 1.0)),
-            "46.2 is 0.8 from 47"
-        );
-        assert!(
-            !settled(&p, &pair(62.0, 40.0, 1.0)),
-            "61.6 is 0.4 from 62"
-        );
+        assert!(!settled(&p, &pair(82.0, 47.0, 1.0)), "46.2 is 0.8 from 47");
+        assert!(!settled(&p, &pair(62.0, 40.0, 1.0)), "61.6 is 0.4 from 62");
         // the difference (published -22): 82 → 81.6 is 0.1 from the dead band's edge at
         // -0.5, and 82 → 82.2 is clear of it (+0.5 is no edge: both sides disagree)
         assert!(!settled(&p, &pair(82.0, 81.6, 0.1)));
@@ -702,10 +681,16 @@ mod tests {
     fn welch_adds_variances_and_weighs_degrees_of_freedom() {
         // equal errors and seeds: the sum's dof is the two parts' together
         let (se, dof) = welch(&[(1.0, 5.0), (1.0, 5.0)]);
-        assert!((se - 2f64.sqrt()).abs() < 1e-12 && (dof - 10.0).abs() < 1e-9, "{se} {dof}");
+        assert!(
+            (se - 2f64.sqrt()).abs() < 1e-12 && (dof - 10.0).abs() < 1e-9,
+            "{se} {dof}"
+        );
         // one part without error: the other's alone
         let (se, dof) = welch(&[(0.0, 1.0), (0.5, 17.0)]);
-        assert!((se - 0.5).abs() < 1e-12 && (dof - 17.0).abs() < 1e-9, "{se} {dof}");
+        assert!(
+            (se - 0.5).abs() < 1e-12 && (dof - 17.0).abs() < 1e-9,
+            "{se} {dof}"
+        );
         // one part dominates: close to its dof
         let (_, dof) = welch(&[(0.01, 1.0), (1.0, 5.0)]);
         assert!((dof - 5.0).abs() < 0.01, "{dof}");

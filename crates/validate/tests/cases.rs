@@ -277,9 +277,9 @@ fn auto_repeats_sample_every_run_of_an_unsettled_case() {
     };
     let card = run(&cases, &six, &|_, _| {}).unwrap();
     let spread = |v: &[f64]| {
-        let (lo, hi) = v
-            .iter()
-            .fold((f64::INFINITY, 0.0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+        let (lo, hi) = v.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &x| {
+            (lo.min(x), hi.max(x))
+        });
         (hi - lo) / lo
     };
     let (small, thp) = (
@@ -296,7 +296,11 @@ fn auto_repeats_sample_every_run_of_an_unsettled_case() {
     assert_eq!(repeats_of(&two, "thp=never")[..], small[..2]);
     // the per-seed range is seed against seed; the standard error is the unpaired one
     let speedup = |b: f64, c: f64| 100.0 * (b / c - 1.0);
-    let each: Vec<f64> = small.iter().zip(&thp).map(|(&b, &c)| speedup(b, c)).collect();
+    let each: Vec<f64> = small
+        .iter()
+        .zip(&thp)
+        .map(|(&b, &c)| speedup(b, c))
+        .collect();
     let row = &card.rows[0];
     let (lo, hi) = row.spread.expect("a range");
     let close = |a: f64, b: f64| (a - b).abs() < 1e-6;
