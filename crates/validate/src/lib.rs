@@ -371,17 +371,17 @@ impl AutoWaves<'_> {
                     .flatten()
                     .filter(|&i| have[i] < self.max_seeds)
                     .collect();
-                let settled = || match measured_values(c, runs, &per_spec) {
-                    Ok(m) => score::settled(c, &m),
-                    Err(_) => true, // its error is reported; more seeds would not help
-                };
-                if sampled.is_empty() || settled() {
+                if sampled.is_empty() {
                     continue;
                 }
-                let terms = match measured_values(c, runs, &per_spec) {
-                    Ok(m) => m.terms,
-                    Err(_) => [None, None],
+                // a failed run's error is reported; more seeds would not help
+                let Ok(m) = measured_values(c, runs, &per_spec) else {
+                    continue;
                 };
+                if score::settled(c, &m) {
+                    continue;
+                }
+                let terms = m.terms;
                 let configs = [runs.base, Some(runs.measured)];
                 let largest = terms.iter().flatten().fold(0.0f64, |a, &t| a.max(t));
                 for i in sampled {
