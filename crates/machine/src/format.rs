@@ -157,6 +157,7 @@ struct TlbRaw {
     l2: Option<Vec<PoolRaw>>,
     l2_hit_ns: Option<f64>,
     walk_base_ns: Option<f64>,
+    page_walkers: Option<u32>,
     psc: Option<PscRaw>,
 }
 
@@ -557,6 +558,7 @@ fn resolve(
             "core.tlb.walk_base_ns",
             "the fixed page-walk cost in ns",
         )?,
+        page_walkers: rt.page_walkers.or(ot.map(|t| t.page_walkers)).unwrap_or(1),
         psc: match rt.psc {
             Some(raw) => psc(raw, ot.map(|t| t.psc))?,
             None => ot.map(|t| t.psc).unwrap_or_default(),
@@ -1041,6 +1043,7 @@ pub(crate) fn to_toml(m: &Machine) -> String {
     let _ = writeln!(s, "\n[core.tlb]");
     let _ = writeln!(s, "l2_hit_ns = {}", num(c.tlb.l2_hit_ns));
     let _ = writeln!(s, "walk_base_ns = {}", num(c.tlb.walk_base_ns));
+    let _ = writeln!(s, "page_walkers = {}", c.tlb.page_walkers);
     let _ = match c.tlb.psc {
         PscConfig::Split {
             pde_entries,

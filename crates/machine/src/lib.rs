@@ -62,10 +62,18 @@ pub struct TlbConfig {
     pub l2_hit_ns: f64,
     /// Fixed cost of a page walk besides its memory references (the walker pipeline), ns.
     pub walk_base_ns: f64,
+    /// Page walks the core can have in flight at once (its page-miss handlers): 1 up to
+    /// Haswell, 2 from Skylake (Intel's optimization manual). Absent in a machine file: 1.
+    #[serde(default = "one_walker")]
+    pub page_walkers: u32,
     /// The paging-structure caches: upper-level entries a walk finds without a memory
     /// reference. Absent in a machine file: [`PscConfig::DEFAULT`].
     #[serde(default)]
     pub psc: PscConfig,
+}
+
+fn one_walker() -> u32 {
+    1
 }
 
 /// Paging-structure caches (Intel SDM vol. 3A §4.10.3): Intel keeps one per level, AMD one

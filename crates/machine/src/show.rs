@@ -258,8 +258,9 @@ pub fn summary(m: &Machine) -> String {
     );
     let _ = writeln!(
         s,
-        "  page walk        +{} ns besides its memory references; {}",
+        "  page walk        +{} ns besides its memory references, {} at a time; {}",
         trim(c.tlb.walk_base_ns, 2),
+        c.tlb.page_walkers,
         match c.tlb.psc {
             crate::PscConfig::Split {
                 pde_entries,

@@ -324,6 +324,13 @@ pub(crate) fn check(m: &Machine) -> Result<(), Problem> {
         c.tlb.walk_base_ns,
         "the fixed page-walk cost in ns, 0 or more",
     )?;
+    if !(1..=16).contains(&c.tlb.page_walkers) {
+        return Err(Problem::new(
+            "core.tlb.page_walkers",
+            format!("{} page walkers", c.tlb.page_walkers),
+            "the page walks a core has in flight at once, 1 to 16 (1 up to Haswell, 2 from Skylake)",
+        ));
+    }
     let psc_entries = match c.tlb.psc {
         crate::PscConfig::Split {
             pde_entries,

@@ -94,6 +94,27 @@ fn locked_op_cycles_parse_round_trip_and_refuse_absurd_values() {
 }
 
 #[test]
+fn page_walkers_parse_round_trip_and_refuse_absurd_counts() {
+    let m = Machine::from_toml_str(
+        "base = \"xeon-x5650-2n\"\n[core.tlb]\npage_walkers = 4\n",
+        "t.toml",
+    )
+    .unwrap();
+    assert_eq!(m.core.tlb.page_walkers, 4);
+    let back = Machine::from_toml_str(&m.to_toml(), "t.toml").unwrap();
+    assert_eq!(back.core.tlb.page_walkers, 4, "written and read back");
+    // absent: the base's
+    let base = Machine::from_toml_str("base = \"xeon-gold6130-2n\"\n", "t.toml").unwrap();
+    assert_eq!(base.core.tlb.page_walkers, 2);
+    for bad in ["0", "17"] {
+        let e = err(&format!(
+            "base = \"xeon-x5650-2n\"\n[core.tlb]\npage_walkers = {bad}\n"
+        ));
+        assert!(e.contains("core.tlb.page_walkers"), "{bad}: {e}");
+    }
+}
+
+#[test]
 fn round_trip_keeps_optional_fields() {
     let mut m = preset("opteron8347he-4n").unwrap();
     m.nodes[2].os_index = Some(7);

@@ -112,6 +112,9 @@ struct Params {
     llc_hit_ns: f64,
     tlb_l2_hit_ns: f64,
     walk_base_ns: f64,
+    /// 1 / the core's page walkers (`TlbConfig::page_walkers`): the share of a walk an
+    /// independent reference waits for, the walkers taking the misses in turn.
+    inv_walkers: f64,
     /// A locked read-modify-write's own time, beyond its line's (`CoreParams::locked_op_cycles`).
     locked_op_ns: f64,
     inv_ghz: f64,
@@ -165,6 +168,10 @@ struct RefKind {
     /// A sibling read: it issued alongside the thread's latest dependent read, so only the
     /// time its data lasts beyond that read's is charged (`dependent_data_ns`).
     sibling: bool,
+    /// The share of a page walk charged to the reference: 1 for a dependent one (its walk
+    /// waits for the address), 1 / page walkers for an independent one (the core's walkers
+    /// serve independent misses side by side: docs/model.md, "One memory reference").
+    walk_share: f64,
     /// A locked read-modify-write: a fence before it, and its own time (`atomic`).
     atomic: bool,
     /// `private_hit_ns · overlap`.
@@ -197,6 +204,7 @@ impl RefKind {
             overlap,
             hide: if dependent { 0.0 } else { 1.0 },
             sibling: false,
+            walk_share: if dependent { 1.0 } else { p.inv_walkers },
             atomic: false,
             private_hit_ns: p.private_hit_ns * overlap,
             llc_hit_ns: p.llc_hit_ns * overlap,
@@ -759,6 +767,7 @@ impl Simulator {
             llc_hit_ns: c.llc_hit_ns,
             tlb_l2_hit_ns: c.tlb.l2_hit_ns,
             walk_base_ns: c.tlb.walk_base_ns,
+            inv_walkers: 1.0 / c.tlb.page_walkers.max(1) as f64,
             locked_op_ns: c.locked_op_cycles as f64 / c.ghz,
             inv_ghz: 1.0 / c.ghz,
             fault_ns: [os_c.fault_4k_ns, os_c.fault_2m_ns, os_c.fault_1g_ns],
@@ -2595,7 +2604,7 @@ fn run_lines<B: Build>(
         if a >= page_lo && a < page_hi {
             reference::<B, false>(b, th, sh, a, &rk, home, size, 0.0);
         } else {
-            let (cost, h, s) = translate(b, th, sh, a)?;
+            let (cost, h, s) = translate(b, th, sh, a, rk.walk_share)?;
             (home, size) = (h, s);
             if th.tlb.l1_covers(s) {
                 page_lo = a & !(s.bytes() - 1);
@@ -2656,7 +2665,7 @@ fn gather<B: Build>(
         if a >= page_lo && a < page_hi {
             reference::<B, false>(b, th, sh, a, &rk, home, size, 0.0);
         } else {
-            let (cost, h, s) = translate(b, th, sh, a)?;
+            let (cost, h, s) = translate(b, th, sh, a, rk.walk_share)?;
             (home, size) = (h, s);
             if th.tlb.l1_covers(s) {
                 page_lo = a & !(s.bytes() - 1);
@@ -2765,8 +2774,8 @@ fn access<B: Build>(
     addr: u64,
     kind: AccessKind,
 ) -> Result<(), SimError> {
-    let (cost, home, size) = translate(b, th, sh, addr)?;
     let rk = RefKind::new(&sh.p, kind);
+    let (cost, home, size) = translate(b, th, sh, addr, rk.walk_share)?;
     reference::<B, true>(b, th, sh, addr, &rk, home, size, cost);
     Ok(())
 }
@@ -2779,6 +2788,7 @@ fn translate<B: Build>(
     th: &mut Thread,
     sh: &mut Shared,
     addr: u64,
+    walk_share: f64,
 ) -> Result<(f64, usize, PageSize), SimError> {
     let mut pte = sh.os.pt.try_get(addr);
     let mut cost = 0.0;
@@ -2815,6 +2825,7 @@ fn translate<B: Build>(
             let walk = RefKind::with(&sh.p, false, true);
             // the walk's references are charged whole: nothing for a fence to wait for
             th.issue_ns = f64::NEG_INFINITY;
+            let before_walk = cost;
             cost += sh.p.walk_base_ns;
             // each entry is read from its table page's node (os/pt_pages.rs), where the fault
             // that needed the table put it
@@ -2828,6 +2839,11 @@ fn translate<B: Build>(
             let leaf = sh.p.pt_lines.line(addr, size);
             let node = table(sh, size);
             cost += walk_ref(b, th, sh, leaf, node, &walk);
+            // an independent reference's walk shares the core's walkers with its neighbours'
+            // (summed as before and scaled after, so that one walker's arithmetic is unchanged)
+            if walk_share != 1.0 {
+                cost = before_walk + (cost - before_walk) * walk_share;
+            }
         }
     }
     Ok((cost, home, size))
@@ -3230,8 +3246,8 @@ fn plain_data<const TRANSLATED: bool>(
 /// thread. A dependent read waits for the load before it, so all of it; a sibling, issued
 /// with the latest dependent read, only what it lasts beyond the longest data time of that
 /// group, and never less than an independent reference's share of the fill buffers
-/// (`ns · inv_conc`). Its translation is charged in full before it, as every reference's is
-/// (walks are serial in this model: docs/model.md).
+/// (`ns · inv_conc`). Its translation is charged in full before it: its walk waits for the
+/// address, whatever walkers the core has (docs/model.md, "One memory reference").
 #[inline(always)]
 fn dependent_data_ns(th: &mut Thread, rk: &RefKind, ns: f64, inv_conc: f64) -> f64 {
     if rk.sibling {

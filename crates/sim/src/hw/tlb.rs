@@ -386,6 +386,7 @@ mod tests {
             l2,
             l2_hit_ns: 2.0,
             walk_base_ns: 10.0,
+            page_walkers: 1,
             psc: Default::default(),
         }
     }
