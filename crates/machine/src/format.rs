@@ -558,7 +558,10 @@ fn resolve(
             "core.tlb.walk_base_ns",
             "the fixed page-walk cost in ns",
         )?,
-        page_walkers: rt.page_walkers.or(ot.map(|t| t.page_walkers)).unwrap_or(1),
+        page_walkers: rt
+            .page_walkers
+            .or(ot.map(|t| t.page_walkers))
+            .unwrap_or(crate::DEFAULT_PAGE_WALKERS),
         psc: match rt.psc {
             Some(raw) => psc(raw, ot.map(|t| t.psc))?,
             None => ot.map(|t| t.psc).unwrap_or_default(),

@@ -157,8 +157,8 @@ impl Default for HwlocDefaults {
                 ],
                 l2_hit_ns: 7.0 / ghz,
                 walk_base_ns: 4.0,
-                // the Broadwell-like default's one page-miss handler (docs/model.md, "Page walks")
-                page_walkers: 1,
+                // the Broadwell-like default's one page-miss handler
+                page_walkers: crate::DEFAULT_PAGE_WALKERS,
                 psc: crate::PscConfig::DEFAULT,
             },
             idle_local_ns: 90.0,

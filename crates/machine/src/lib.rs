@@ -64,7 +64,7 @@ pub struct TlbConfig {
     pub walk_base_ns: f64,
     /// Page walks the core can have in flight at once (its page-miss handlers): 1 up to
     /// Haswell, 2 from Skylake (Intel's optimization manual). Absent in a machine file: 1.
-    #[serde(default = "one_walker")]
+    #[serde(default = "default_page_walkers")]
     pub page_walkers: u32,
     /// The paging-structure caches: upper-level entries a walk finds without a memory
     /// reference. Absent in a machine file: [`PscConfig::DEFAULT`].
@@ -72,8 +72,12 @@ pub struct TlbConfig {
     pub psc: PscConfig,
 }
 
-fn one_walker() -> u32 {
-    1
+/// The page walkers of a machine file that does not give them: one, as every Intel core up
+/// to Haswell (docs/model.md, "One memory reference", Page walkers).
+pub const DEFAULT_PAGE_WALKERS: u32 = 1;
+
+fn default_page_walkers() -> u32 {
+    DEFAULT_PAGE_WALKERS
 }
 
 /// Paging-structure caches (Intel SDM vol. 3A §4.10.3): Intel keeps one per level, AMD one
